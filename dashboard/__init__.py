@@ -1,0 +1,1 @@
+"""The Streamlit dashboard over recorded results (built by a later issue)."""

@@ -1,0 +1,313 @@
+"""``zoo-run``: plan the cells, run each in a worker process, record every result."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import socket
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+
+from runner.config import BACKENDS, DEVICES, DYNAMIC, MODES, PRECISIONS, STEPS
+from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded
+from zoo.errors import UsageError
+
+DEFAULT_DB = Path("data/zoo.duckdb")
+# Steps named by the design that are not measured yet; asking for them is an error
+# that says so, not a silent skip.
+PLANNED_STEPS = {"train": "the train step (forward, loss, backward, optimizer) is not built yet"}
+
+
+def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = None):
+    """An argparse type for a comma-separated list of values from ``valid``."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+        if not values:
+            raise argparse.ArgumentTypeError(f"empty {name}; valid: {', '.join(valid)}")
+        for value in values:
+            if planned and value in planned:
+                raise argparse.ArgumentTypeError(
+                    f"{name} {value!r}: {planned[value]}; valid now: {', '.join(valid)}"
+                )
+            if value not in valid:
+                raise argparse.ArgumentTypeError(
+                    f"unknown {name} {value!r}; valid: {', '.join(valid)}"
+                )
+        return values
+
+    parse.__name__ = name
+    return parse
+
+
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        index, count = (int(part) for part in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not K/N; write e.g. 2/4 for the second of four shares"
+        ) from None
+    if not 1 <= index <= count:
+        raise argparse.ArgumentTypeError(f"{text!r}: K must be between 1 and N, as in 1/{count}")
+    return index, count
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zoo-run",
+        description="Measure models under torch.compile and record every cell in DuckDB.",
+    )
+    models = parser.add_argument_group("models")
+    models.add_argument(
+        "--models",
+        action="append",
+        metavar="PATTERNS",
+        help="shell globs on the id or bare name, comma-separated or repeated "
+        "(e.g. 'resnet*', 'timm/vit_*'); every model when omitted and no --module",
+    )
+    models.add_argument(
+        "--module",
+        action="append",
+        metavar="FILE:CLASS",
+        help="a user model: a class built with no arguments whose get_example_inputs() "
+        "returns a tuple of tensors (repeatable)",
+    )
+    axes = parser.add_argument_group("configs (comma-separated; cells are the cross product)")
+    axes.add_argument("--backends", type=_axis("backend", BACKENDS), default=("inductor",))
+    axes.add_argument(
+        "--modes",
+        type=_axis("mode", MODES),
+        default=("default",),
+        help="inductor modes; other backends ignore them",
+    )
+    axes.add_argument("--dynamic", type=_axis("dynamic", DYNAMIC), default=("false",))
+    axes.add_argument(
+        "--precision",
+        type=_axis("precision", PRECISIONS),
+        default=None,
+        help="default: bf16 (autocast) on cuda, fp32 on cpu",
+    )
+    axes.add_argument("--step", type=_axis("step", STEPS, PLANNED_STEPS), default=("infer",))
+    cell = parser.add_argument_group("cells")
+    cell.add_argument(
+        "--batch-size",
+        type=_positive(int),
+        default=None,
+        help="default: 64 for timm on cuda, 2 on cpu",
+    )
+    cell.add_argument(
+        "--device",
+        type=_axis("device", DEVICES),
+        default=None,
+        help="cuda or cpu; default cuda when available",
+    )
+    cell.add_argument(
+        "--timeout",
+        type=_positive(float),
+        default=None,
+        metavar="SECONDS",
+        help="per cell; default 300, 900 for max-autotune modes",
+    )
+    run = parser.add_argument_group("run")
+    run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"default {DEFAULT_DB}")
+    run.add_argument("--force", action="store_true", help="rerun cells already recorded")
+    run.add_argument(
+        "--retry-failed",
+        action="store_true",
+        help="rerun recorded cells whose status is crash, timeout or oom",
+    )
+    run.add_argument("--dry-run", action="store_true", help="print the plan and stop")
+    run.add_argument("--shard", type=_shard, default=None, metavar="K/N")
+    run.add_argument("--label", default=None, help="a name for this sweep")
+    return parser
+
+
+def _device(args) -> str:
+    import torch
+
+    if args.device is None:
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if len(args.device) != 1:
+        raise UsageError("give one --device per run (cuda or cpu)")
+    device = args.device[0]
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError(
+            "--device cuda: torch sees no CUDA device here "
+            f"(torch {torch.__version__}); use --device cpu"
+        )
+    return device
+
+
+def make_plan(args, device: str, env_id: str) -> Plan:
+    from zoo.catalog import select
+
+    specs = select(args.models, args.module)
+    options = PlanOptions(
+        backends=args.backends,
+        modes=args.modes,
+        dynamic=args.dynamic,
+        precisions=args.precision or (("bf16",) if device == "cuda" else ("fp32",)),
+        steps=args.step,
+        device=device,
+        batch_size=args.batch_size,
+        timeout_s=args.timeout,
+    )
+    plan = plan_cells(specs, options, env_id)
+    if args.shard:
+        plan = shard(plan, *args.shard)
+    return plan
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args, argv)
+    except UsageError as error:
+        print(f"zoo-run: error: {error}", file=sys.stderr)
+        return error.exit_code
+
+
+def _run(args, argv: list[str] | None) -> int:
+    from rich.console import Console
+
+    from runner import env as environment
+    from runner.report import plan_lines
+
+    console = Console(stderr=True, highlight=False)
+    out = Console(highlight=False)
+    device = _device(args)
+    # Validate the models before touching the database: bad input changes nothing.
+    from zoo.catalog import select
+
+    select(args.models, args.module)
+    store = None
+    if not args.dry_run or args.db.exists():
+        from runner.store import Store
+
+        store = Store.open(args.db)
+    env = environment.capture(device)
+    plan = make_plan(args, device, str(env["env_id"]))
+    for line in plan.dropped:
+        console.print(line)
+    if store is not None:
+        recorded = store.latest_by_key([cell.key for cell in plan.cells])
+        plan = skip_recorded(plan, recorded, force=args.force, retry_failed=args.retry_failed)
+    if plan.skipped:
+        console.print(
+            f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
+            "(--force reruns them; --retry-failed reruns crash, timeout and oom)"
+        )
+    if args.dry_run:
+        for line in plan_lines(plan.cells):
+            out.print(line)
+        minutes = plan.estimate_s() / 60
+        out.print(
+            f"{len(plan.cells)} cells to run on {device}, about {minutes:.0f} min "
+            "(a rough estimate: ~45 s per inductor cell on a GPU, ~330 s for max-autotune)"
+        )
+        return 0
+    if not plan.cells:
+        out.print("nothing to run: every planned cell is already recorded")
+        return 0
+    assert store is not None
+    return _execute(args, argv, plan, env, store, console, out, device)
+
+
+def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> int:
+    from runner.execute import Executor, Interrupted
+    from runner.report import cell_line, make_progress, summary_table
+    from runner.store import RunRecord
+
+    run_id = str(uuid.uuid4())
+    gpu = env["gpu"] if env["gpu"] != "absent" else None
+    command = shlex.join(["zoo-run", *(sys.argv[1:] if argv is None else argv)])
+    store.record_environment(env)
+    store.start_run(
+        RunRecord(
+            run_id=run_id,
+            label=args.label,
+            command=command,
+            started_at=datetime.now(UTC),
+            status="running",
+            host=socket.gethostname(),
+            device=device,
+            gpu=gpu,
+            env_id=str(env["env_id"]),
+            zoo_version=_version(),
+            cells_planned=len(plan.cells),
+            cells_recorded=0,
+        )
+    )
+    console.print(f"run {run_id} · {len(plan.cells)} cells · {device} · database {args.db}")
+    results = []
+    total = len(plan.cells)
+    progress = make_progress(console)
+    task = progress.add_task("starting", total=total)
+    status = "finished"
+
+    def on_start(cell):
+        progress.update(task, description=f"{cell.describe()} · starting")
+
+    def on_phase(cell, phase):
+        progress.update(task, description=f"{cell.describe()} · {phase}")
+
+    def on_result(result):
+        store.write_results(run_id, [result])
+        results.append(result)
+        progress.advance(task)
+        progress.console.print(cell_line(result, len(results), total))
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
+        try:
+            Executor(Path(workdir)).run(
+                plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase
+            )
+        except Interrupted:
+            status = "interrupted"
+    store.finish_run(run_id, status, len(results))
+    elapsed = time.monotonic() - started
+    out.print(summary_table(results))
+    out.print(
+        f"{len(results)} of {total} cells recorded in {elapsed / 60:.1f} min · run {run_id}"
+        + (f" · label {args.label}" if args.label else "")
+        + f" · {args.db}"
+    )
+    if status == "interrupted":
+        out.print(
+            f"interrupted: {total - len(results)} cells not recorded; "
+            "the same command resumes where this one stopped"
+        )
+        return 130
+    return 0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("zoo-matrix")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

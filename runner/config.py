@@ -1,0 +1,120 @@
+"""The column axes of the matrix and the cells they make.
+
+A ``Cell`` is one model under one configuration on one device in one
+environment. It is plain data: it travels to a worker process as JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from zoo.spec import ModelSpec
+
+BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DYNAMIC = ("false", "true", "auto")
+PRECISIONS = ("fp32", "bf16", "fp16")
+STEPS = ("infer",)
+DEVICES = ("cuda", "cpu")
+
+# Modes only mean something to inductor; other backends record this instead.
+NO_MODE = "none"
+
+
+@dataclass(frozen=True)
+class CellConfig:
+    """One column of the matrix."""
+
+    backend: str
+    mode: str
+    dynamic: str
+    precision: str
+    step: str = "infer"
+
+    def label(self) -> str:
+        mode = "" if self.mode == NO_MODE else f"/{self.mode}"
+        return f"{self.backend}{mode} dyn={self.dynamic} {self.precision} {self.step}"
+
+    @property
+    def dynamic_arg(self) -> bool | None:
+        """The value passed to ``torch.compile(dynamic=...)``."""
+        return {"false": False, "true": True, "auto": None}[self.dynamic]
+
+    @property
+    def process_kind(self) -> str:
+        """Cells of different kinds never share a worker process (XLA breaks compile)."""
+        return "xla" if self.backend.startswith(("xla", "torch_xla")) else "torch"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One model x one config x batch/sequence/device/environment."""
+
+    spec: ModelSpec
+    config: CellConfig
+    size: str
+    batch_size: int | None
+    seq_len: int | None
+    device: str
+    env_id: str
+    timeout_s: float = 300.0
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def key_fields(self) -> dict[str, Any]:
+        """The fields that identify a cell across runs and machines."""
+        return {
+            "model_id": self.spec.id,
+            "size": self.size,
+            "backend": self.config.backend,
+            "mode": self.config.mode,
+            "dynamic": self.config.dynamic,
+            "precision": self.config.precision,
+            "step": self.config.step,
+            "batch_size": self.batch_size,
+            "seq_len": self.seq_len,
+            "device": self.device,
+            "env_id": self.env_id,
+        }
+
+    @property
+    def key(self) -> str:
+        return cell_key(self.key_fields())
+
+    def describe(self) -> str:
+        return f"{self.spec.id} · {self.config.label()}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["spec"] = self.spec.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        data = dict(data)
+        data["spec"] = ModelSpec.from_dict(data["spec"])
+        data["config"] = CellConfig(**data["config"])
+        return cls(**data)
+
+
+def cell_key(fields: dict[str, Any]) -> str:
+    """A stable hash of the key fields (same on every machine and Python)."""
+    ordered = [
+        fields[name]
+        for name in (
+            "model_id",
+            "size",
+            "backend",
+            "mode",
+            "dynamic",
+            "precision",
+            "step",
+            "batch_size",
+            "seq_len",
+            "device",
+            "env_id",
+        )
+    ]
+    return hashlib.sha256(json.dumps(ordered).encode()).hexdigest()[:24]

@@ -1,0 +1,125 @@
+"""The environment fingerprint: which versions produced a result.
+
+The environment id hashes a fixed list of versions; everything else about the
+machine is recorded beside it but left out of the hash, so that two hosts with
+the same software and GPU share results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+
+# The versions that make two results comparable. Changing this list changes every
+# environment id: do it only with a schema migration.
+HASHED_FIELDS = (
+    "python",
+    "torch",
+    "triton",
+    "cuda",
+    "gpu",
+    "timm",
+    "transformers",
+    "jax",
+    "jaxlib",
+    "torchax",
+    "torch_xla",
+)
+ABSENT = "absent"
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return ABSENT
+
+
+def _nvidia_smi() -> list[dict[str, str]]:
+    """GPU facts from nvidia-smi, which (unlike torch) creates no CUDA context here."""
+    if shutil.which("nvidia-smi") is None:
+        return []
+    query = "name,uuid,driver_version,memory.total"
+    try:
+        out = subprocess.run(
+            ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = []
+    for line in out.strip().splitlines():
+        name, uuid, driver, memory_mib = (part.strip() for part in line.split(","))
+        gpus.append({"name": name, "uuid": uuid, "driver": driver, "memory_mib": memory_mib})
+    return gpus
+
+
+def _visible(gpus: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The GPUs this process may use, honouring CUDA_VISIBLE_DEVICES (indices or UUIDs)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return gpus
+    chosen = []
+    for item in (v.strip() for v in visible.split(",") if v.strip()):
+        for index, gpu in enumerate(gpus):
+            if item == str(index) or gpu["uuid"].startswith(item):
+                chosen.append(gpu)
+    return chosen
+
+
+def capture(device: str) -> dict[str, object]:
+    """The environment row for a run on ``device`` ("cuda" or "cpu")."""
+    import torch
+
+    gpus = _visible(_nvidia_smi()) if device == "cuda" else []
+    env: dict[str, object] = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "cuda": (torch.version.cuda or ABSENT) if device == "cuda" else ABSENT,
+        "gpu": gpus[0]["name"] if gpus else ABSENT,
+        "timm": _version("timm"),
+        "transformers": _version("transformers"),
+        "jax": _version("jax"),
+        "jaxlib": _version("jaxlib"),
+        "torchax": _version("torchax"),
+        "torch_xla": _version("torch_xla"),
+    }
+    env["env_id"] = environment_id(env)
+    cudnn = torch.backends.cudnn.version() if device == "cuda" else None
+    env.update(
+        {
+            "driver": gpus[0]["driver"] if gpus else None,
+            "cudnn": str(cudnn) if cudnn else None,
+            "gpu_count": len(gpus),
+            "gpu_memory_gb": round(int(gpus[0]["memory_mib"]) / 1024, 1) if gpus else None,
+            "cpu": platform.processor() or platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "host": socket.gethostname(),
+            "platform": f"{platform.platform()} ({sys.implementation.name})",
+            "captured_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+    )
+    return env
+
+
+def gpu_uuids() -> list[str]:
+    """UUIDs of the visible GPUs, the keys of per-GPU timing locks."""
+    return [gpu["uuid"] for gpu in _visible(_nvidia_smi())]
+
+
+def environment_id(env: dict[str, object]) -> str:
+    """A short stable hash of the fixed version list."""
+    versions = [str(env.get(name, ABSENT)) for name in HASHED_FIELDS]
+    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]

@@ -1,0 +1,293 @@
+"""Run cells in isolated worker processes; every attempted cell ends as a result.
+
+A worker is a child process (``runner.worker``) in its own process group. It is
+reused for the next cell while its cells pass, and replaced after anything else:
+a CUDA error or an OOM can poison a process, and a dead or hung one is killed
+with its whole group (Inductor's compile workers included). A cell whose worker
+dies becomes a ``crash`` row, one that outlives its timeout a ``timeout`` row,
+both with the worker's stderr tail and a faulthandler dump of its stacks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from runner.config import Cell
+from runner.result import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
+
+# How long a new worker may take to import torch and friends before the cell's own
+# clock starts; past it the start itself is treated as a hang.
+STARTUP_LIMIT_S = 180.0
+STDERR_TAIL_CHARS = 6000
+DUMP_CHARS = 8000
+POLL_S = 0.05
+# Statuses after which the worker process is trusted with the next cell.
+_HEALTHY = (PASS, FAIL_ACCURACY)
+_DUMP_MARKERS = ("Fatal Python error", "Current thread 0x", "Thread 0x")
+_DUMP_LINES = (
+    *_DUMP_MARKERS,
+    "  File ",
+    "  <no Python frame>",
+    "  Garbage-collecting",
+    "Extension modules",
+)
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class _Running:
+    cell: Cell
+    result_path: Path
+    submitted: float
+    started_at: str
+    clock_start: float | None = None
+    phase: str = "starting"
+
+
+class Worker:
+    """One child process of one kind ("torch" or "xla") and the cell it runs."""
+
+    def __init__(self, kind: str, workdir: Path, name: str, env: dict[str, str]):
+        self.kind = kind
+        self.name = name
+        self.workdir = workdir
+        self.log_path = workdir / f"{name}.log"
+        self.status_path = workdir / f"{name}.status"
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.worker", "--status-file", str(self.status_path)],
+            stdin=subprocess.PIPE,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=env,
+            text=True,
+        )
+        self.running: _Running | None = None
+        self._log_offset = 0
+        self.cells_done = 0
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def status(self) -> str:
+        try:
+            return self.status_path.read_text().strip()
+        except FileNotFoundError:
+            return ""
+
+    def submit(self, cell: Cell, result_path: Path) -> None:
+        self._log.flush()
+        self._log_offset = self.log_path.stat().st_size
+        self.running = _Running(cell, result_path, time.monotonic(), _now())
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps({"cell": cell.to_dict(), "result_path": str(result_path)}))
+        self.proc.stdin.write("\n")
+        self.proc.stdin.flush()
+
+    def log_since_submit(self) -> str:
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_offset)
+            return log.read().decode("utf-8", errors="replace")
+
+    def kill(self, dump_stacks: bool = False) -> None:
+        """End the worker and everything it started; optionally dump its stacks first."""
+        if self.alive() and dump_stacks:
+            try:
+                os.kill(self.proc.pid, signal.SIGUSR1)
+                time.sleep(1.0)
+            except ProcessLookupError:
+                pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._log.close()
+
+    def stop(self) -> None:
+        """Let an idle worker exit by closing its input, then make sure it is gone."""
+        if self.proc.stdin and not self.proc.stdin.closed:
+            with contextlib.suppress(BrokenPipeError):
+                self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+        self.kill()
+
+
+class Interrupted(Exception):
+    """The user pressed Ctrl-C (or the run got SIGTERM); in-flight cells were dropped."""
+
+
+class Executor:
+    """Runs cells on up to ``workers`` worker processes, one cell per worker at a time."""
+
+    def __init__(self, workdir: Path, workers: int = 1, env: dict[str, str] | None = None):
+        self.workdir = workdir
+        self.workers = workers
+        self.env = dict(os.environ if env is None else env)
+        self.env["PYTHONUNBUFFERED"] = "1"
+        self._spawned = 0
+
+    def _spawn(self, kind: str) -> Worker:
+        self._spawned += 1
+        return Worker(kind, self.workdir, f"worker-{self._spawned}", self.env)
+
+    def run(
+        self,
+        cells: Iterable[Cell],
+        on_result: Callable[[CellResult], None],
+        on_start: Callable[[Cell], None] = lambda cell: None,
+        on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
+    ) -> None:
+        """Run every cell; ``on_result`` gets each result as soon as it exists.
+
+        Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
+        cells that were running then get no result.
+        """
+        queue = deque(cells)
+        slots: list[Worker | None] = [None] * self.workers
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        try:
+            while queue or any(w is not None and w.running for w in slots):
+                for index, worker in enumerate(slots):
+                    if worker is not None and worker.running:
+                        result = self._check(worker, on_phase)
+                        if result is not None:
+                            worker.running = None
+                            worker.cells_done += 1
+                            if result.status not in _HEALTHY or not worker.alive():
+                                worker.kill()
+                                slots[index] = worker = None
+                            on_result(result)
+                    if (worker is None or not worker.running) and queue:
+                        cell = queue.popleft()
+                        if worker is not None and worker.kind != cell.config.process_kind:
+                            worker.stop()
+                            worker = None
+                        if worker is None:
+                            worker = self._spawn(cell.config.process_kind)
+                            slots[index] = worker
+                        result_path = self.workdir / f"result-{self._spawned}-{cell.key}.json"
+                        worker.submit(cell, result_path)
+                        on_start(cell)
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            for worker in slots:
+                if worker is not None:
+                    worker.kill()
+            slots = []
+            raise Interrupted() from None
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            for worker in slots:
+                if worker is not None:
+                    worker.stop()
+
+    def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
+        running = worker.running
+        assert running is not None
+        if running.result_path.exists():
+            return self._finished(worker)
+        status = worker.status()
+        if running.clock_start is None and status:
+            # The worker has imported torch: the cell's own time starts now.
+            running.clock_start = time.monotonic()
+        if status.startswith(running.cell.key):
+            phase = status.split(" ", 1)[1]
+            if phase != running.phase:
+                running.phase = phase
+                on_phase(running.cell, phase)
+        if not worker.alive():
+            # The result may have landed between the two checks above.
+            if running.result_path.exists():
+                return self._finished(worker)
+            return self._died(worker)
+        now = time.monotonic()
+        if running.clock_start is None:
+            if now - running.submitted > STARTUP_LIMIT_S:
+                return self._timed_out(worker, STARTUP_LIMIT_S)
+        elif now - running.clock_start > running.cell.timeout_s:
+            return self._timed_out(worker, running.cell.timeout_s)
+        return None
+
+    def _finished(self, worker: Worker) -> CellResult:
+        running = worker.running
+        assert running is not None
+        result = CellResult.from_dict(json.loads(running.result_path.read_text()))
+        running.result_path.unlink()
+        return result
+
+    def _died(self, worker: Worker) -> CellResult:
+        running = worker.running
+        assert running is not None
+        code = worker.proc.returncode
+        if code < 0:
+            try:
+                what = signal.Signals(-code).name
+            except ValueError:
+                what = f"signal {-code}"
+            message = f"the worker process died from {what} during phase '{running.phase}'"
+            if what == "SIGKILL":
+                message += " (killed from outside: often the kernel's out-of-memory killer)"
+        else:
+            what = f"exit code {code}"
+            message = f"the worker process exited with code {code} during phase '{running.phase}'"
+        return self._process_failure(worker, CRASH, what, message)
+
+    def _timed_out(self, worker: Worker, limit_s: float) -> CellResult:
+        running = worker.running
+        assert running is not None
+        worker.kill(dump_stacks=True)
+        message = f"no result after {limit_s:.0f} s; it was in phase '{running.phase}'"
+        return self._process_failure(worker, TIMEOUT, "Timeout", message)
+
+    def _process_failure(self, worker: Worker, status: str, what: str, message: str) -> CellResult:
+        running = worker.running
+        assert running is not None
+        log = worker.log_since_submit()
+        return CellResult.for_cell(
+            running.cell,
+            status=status,
+            error_type=what,
+            error_phase=running.phase,
+            error_signature=f"{status}: {what} in {running.phase}",
+            error_message=message,
+            traceback_tail=_stack_dump(log),
+            stderr_tail=log[-STDERR_TAIL_CHARS:] or None,
+            wall_s=round(time.monotonic() - running.submitted, 3),
+            started_at=running.started_at,
+            finished_at=_now(),
+        )
+
+
+def _stack_dump(log: str) -> str | None:
+    """The faulthandler dump at the end of a worker's output, if there is one.
+
+    Walks back from the end over the lines a dump is made of, so that a dump of
+    several threads is kept whole and the model's own output before it is not.
+    """
+    lines = log.rstrip("\n").splitlines()
+    start = len(lines)
+    while start > 0 and (not lines[start - 1].strip() or lines[start - 1].startswith(_DUMP_LINES)):
+        start -= 1
+    dump = "\n".join(lines[start:]).strip()
+    if not any(marker in dump for marker in _DUMP_MARKERS):
+        return None
+    return dump[-DUMP_CHARS:]
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt

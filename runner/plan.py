@@ -1,0 +1,170 @@
+"""Models x configs = cells: the plan of a run.
+
+Planning imports no torch: it only combines specs and axis values, drops the
+combinations that cannot run on the chosen device, shards, and skips what the
+store already holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from runner.config import NO_MODE, Cell, CellConfig
+from runner.result import RETRY_STATUSES
+from zoo.spec import ModelSpec
+
+DEFAULT_TIMEOUT_S = 300.0
+AUTOTUNE_TIMEOUT_S = 900.0
+
+# Batch size per suite and device when --batch-size is not given. None means the
+# model defines its own inputs (custom models).
+DEFAULT_BATCH = {
+    ("timm", "cuda"): 64,
+    ("timm", "cpu"): 2,
+}
+
+# Rough seconds per cell for --dry-run, from costs measured on an H200 with 16
+# cores (process start and imports 7-10 s, inductor compile 12-51 s, timing about
+# 1 s, max-autotune-no-cudagraphs 304 s for resnet50) and on 2 CPU cores here.
+_ESTIMATE_S = {
+    ("cuda", "inductor"): 45.0,
+    ("cuda", "max-autotune"): 330.0,
+    ("cpu", "inductor"): 40.0,
+    ("cuda", "other"): 20.0,
+    ("cpu", "other"): 10.0,
+}
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The axes and per-cell settings a run was asked for."""
+
+    backends: tuple[str, ...]
+    modes: tuple[str, ...]
+    dynamic: tuple[str, ...]
+    precisions: tuple[str, ...]
+    steps: tuple[str, ...]
+    device: str
+    batch_size: int | None = None
+    seq_len: int | None = None
+    timeout_s: float | None = None
+    size: str = "full"
+
+
+@dataclass
+class Plan:
+    cells: list[Cell]
+    dropped: list[str] = field(default_factory=list)
+    skipped: list[Cell] = field(default_factory=list)
+
+    def estimate_s(self) -> float:
+        return sum(estimate_cell_s(cell) for cell in self.cells)
+
+
+def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
+    """The columns asked for, and one line per combination dropped for the device."""
+    wanted: list[CellConfig] = []
+    for backend in options.backends:
+        modes = options.modes if backend == "inductor" else (NO_MODE,)
+        for mode, dynamic, precision, step in itertools.product(
+            modes, options.dynamic, options.precisions, options.steps
+        ):
+            config = CellConfig(backend, mode, dynamic, precision, step)
+            if config not in wanted:
+                wanted.append(config)
+    kept, dropped = [], []
+    reasons: dict[str, int] = {}
+    for config in wanted:
+        reason = _cannot_run(config, options.device)
+        if reason is None:
+            kept.append(config)
+        else:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    for reason, count in reasons.items():
+        plural = "s" if count > 1 else ""
+        dropped.append(f"dropped {count} config{plural}: {reason}")
+    return kept, dropped
+
+
+def _cannot_run(config: CellConfig, device: str) -> str | None:
+    if device != "cpu":
+        return None
+    if config.backend == "cudagraphs":
+        return "backend cudagraphs needs CUDA (device is cpu)"
+    if config.mode == "reduce-overhead":
+        return "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
+    if config.precision == "fp16":
+        return "precision fp16 is measured on CUDA only (device is cpu)"
+    return None
+
+
+def default_batch_size(spec: ModelSpec, device: str) -> int | None:
+    return DEFAULT_BATCH.get((spec.suite, device))
+
+
+def default_timeout_s(config: CellConfig) -> float:
+    return AUTOTUNE_TIMEOUT_S if config.mode.startswith("max-autotune") else DEFAULT_TIMEOUT_S
+
+
+def estimate_cell_s(cell: Cell) -> float:
+    backend = cell.config.backend
+    if backend == "inductor" and cell.config.mode.startswith("max-autotune"):
+        backend = "max-autotune" if cell.device == "cuda" else "inductor"
+    if backend not in ("inductor", "max-autotune"):
+        backend = "other"
+    return _ESTIMATE_S[(cell.device, backend)]
+
+
+def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) -> Plan:
+    """Every model x every config that can run on the device, model by model."""
+    kept, dropped = configs(options)
+    cells = []
+    for spec in specs:
+        batch = options.batch_size or default_batch_size(spec, options.device)
+        for config in kept:
+            cells.append(
+                Cell(
+                    spec=spec,
+                    config=config,
+                    size=options.size,
+                    batch_size=batch,
+                    seq_len=options.seq_len,
+                    device=options.device,
+                    env_id=env_id,
+                    timeout_s=options.timeout_s or default_timeout_s(config),
+                )
+            )
+    return Plan(cells=cells, dropped=dropped)
+
+
+def shard(plan: Plan, index: int, count: int) -> Plan:
+    """Share ``index`` of ``count`` (1-based): every count-th cell of a stable order.
+
+    Cells are ordered by their key, which is the same on every machine with the
+    same environment, so N machines given 1/N .. N/N cover the plan exactly once,
+    and each gets an even share of every model and config.
+    """
+    ordered = sorted(plan.cells, key=lambda cell: (cell.spec.id, cell.config.label(), cell.key))
+    mine = ordered[index - 1 :: count]
+    return Plan(cells=mine, dropped=plan.dropped, skipped=plan.skipped)
+
+
+def skip_recorded(plan: Plan, recorded: dict[str, str], *, force: bool, retry_failed: bool) -> Plan:
+    """Drop cells the store already holds (resume).
+
+    ``recorded`` maps cell key to the status of its latest row. Cells whose process
+    died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
+    reruns everything.
+    """
+    if force:
+        return plan
+    todo, skipped = [], list(plan.skipped)
+    for cell in plan.cells:
+        status = recorded.get(cell.key)
+        if status is None or (retry_failed and status in RETRY_STATUSES):
+            todo.append(cell)
+        else:
+            skipped.append(cell)
+    return Plan(cells=todo, dropped=plan.dropped, skipped=skipped)

@@ -1,0 +1,119 @@
+"""What a run shows a person: a progress bar while it works, a summary at the end."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from runner.config import Cell
+from runner.result import PASS, STATUSES, CellResult
+
+_STATUS_STYLE = {
+    "pass": "green",
+    "fail_accuracy": "yellow",
+    "compile_error": "red",
+    "eager_error": "magenta",
+    "build_error": "magenta",
+    "oom": "red",
+    "timeout": "red",
+    "crash": "bold red",
+    "unsupported": "dim",
+}
+
+
+def make_progress(console: Console) -> Progress:
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("elapsed"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+def cell_line(result: CellResult, done: int, total: int) -> str:
+    """One line per finished cell, so logs of non-interactive runs say what happened."""
+    style = _STATUS_STYLE.get(result.status, "")
+    mode = "" if result.mode == "none" else f"/{result.mode}"
+    parts = [
+        f"[{done}/{total}]",
+        f"{result.model_id}",
+        f"{result.backend}{mode} dyn={result.dynamic} {result.precision}",
+        f"[{style}]{result.status}[/]",
+    ]
+    if result.speedup is not None:
+        parts.append(f"{result.speedup:.2f}x")
+    if result.graph_break_count:
+        parts.append(f"{result.graph_break_count} breaks")
+    if result.compile_s is not None:
+        parts.append(f"compile {result.compile_s:.1f}s")
+    if result.status != PASS and result.error_signature:
+        parts.append(f"({_shorten(result.error_signature, 90)})")
+    return " ".join(parts)
+
+
+def _shorten(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def geomean(values: Iterable[float]) -> float | None:
+    values = [v for v in values if v is not None and v > 0]
+    if not values:
+        return None
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summary_table(results: list[CellResult]) -> Table:
+    """Per config: passed/total, the other statuses, geomean speedup, median compile."""
+    by_config: dict[tuple, list[CellResult]] = defaultdict(list)
+    for result in results:
+        key = (result.device, result.backend, result.mode, result.dynamic, result.precision)
+        by_config[key].append(result)
+    table = Table(title="zoo-run summary", show_lines=False)
+    for column in ("device", "backend", "mode", "dynamic", "precision", "passed/total"):
+        table.add_column(column)
+    table.add_column("other statuses")
+    table.add_column("geomean speedup", justify="right")
+    table.add_column("median compile s", justify="right")
+    table.add_column("graph breaks", justify="right")
+    for key in sorted(by_config):
+        rows = by_config[key]
+        passed = [r for r in rows if r.status == PASS]
+        others = Counter(r.status for r in rows if r.status != PASS)
+        other_text = ", ".join(
+            f"{others[s]} {s}" for s in STATUSES if others.get(s)
+        )  # in the statuses' own order
+        speedup = geomean(r.speedup for r in passed)
+        compiles = [r.compile_s for r in rows if r.compile_s is not None]
+        breaks = sum(r.graph_break_count or 0 for r in rows)
+        table.add_row(
+            *key,
+            f"{len(passed)}/{len(rows)}",
+            other_text or "-",
+            f"{speedup:.2f}x" if speedup else "-",
+            f"{statistics.median(compiles):.1f}" if compiles else "-",
+            str(breaks),
+        )
+    return table
+
+
+def plan_lines(cells: list[Cell]) -> list[str]:
+    return [f"{cell.describe()} · batch {cell.batch_size or 'model-defined'}" for cell in cells]

@@ -1,0 +1,140 @@
+"""What a cell records: ``CellResult`` and ``GraphBreak``, stored as they are.
+
+Every attempted cell ends as one ``CellResult``, whatever happened to it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+# Statuses, in the order a reader cares about them.
+PASS = "pass"
+FAIL_ACCURACY = "fail_accuracy"
+COMPILE_ERROR = "compile_error"
+EAGER_ERROR = "eager_error"
+BUILD_ERROR = "build_error"
+OOM = "oom"
+TIMEOUT = "timeout"
+CRASH = "crash"
+UNSUPPORTED = "unsupported"
+STATUSES = (
+    PASS,
+    FAIL_ACCURACY,
+    COMPILE_ERROR,
+    EAGER_ERROR,
+    BUILD_ERROR,
+    OOM,
+    TIMEOUT,
+    CRASH,
+    UNSUPPORTED,
+)
+# Statuses rerun only with --retry-failed: the process died or ran out of room,
+# which may say more about the machine at the time than about the model.
+RETRY_STATUSES = (CRASH, TIMEOUT, OOM)
+
+
+@dataclass
+class GraphBreak:
+    """One distinct graph-break reason of a cell, with the user frame it came from."""
+
+    reason: str
+    user_frame: str | None = None
+    count: int = 1
+
+
+@dataclass
+class CellResult:
+    """One row of the ``results`` table. Units are in the names (ms, s, mb)."""
+
+    # identity (the cell key fields, plus where the model comes from)
+    cell_key: str
+    model_id: str
+    suite: str
+    family: str
+    task: str
+    size: str
+    backend: str
+    mode: str
+    dynamic: str
+    precision: str
+    step: str
+    batch_size: int | None
+    seq_len: int | None
+    device: str
+    env_id: str
+    status: str = CRASH
+    # errors
+    error_type: str | None = None
+    error_phase: str | None = None
+    error_signature: str | None = None
+    error_message: str | None = None
+    traceback_tail: str | None = None
+    stderr_tail: str | None = None
+    # graph capture
+    graph_count: int | None = None
+    graph_break_count: int | None = None
+    unique_break_count: int | None = None
+    recompile_count: int | None = None
+    # the dynamic-shape probe (dynamic true/auto only)
+    probe_shapes: str | None = None
+    probe_ok: bool | None = None
+    probe_recompiles: int | None = None
+    # time
+    compile_s: float | None = None
+    eager_ms: float | None = None
+    eager_ms_p25: float | None = None
+    eager_ms_p75: float | None = None
+    compiled_ms: float | None = None
+    compiled_ms_p25: float | None = None
+    compiled_ms_p75: float | None = None
+    eager_samples_ms: list[float] | None = None
+    compiled_samples_ms: list[float] | None = None
+    speedup: float | None = None
+    # memory (CUDA only: None on CPU)
+    eager_peak_alloc_mb: float | None = None
+    eager_peak_reserved_mb: float | None = None
+    compiled_peak_alloc_mb: float | None = None
+    compiled_peak_reserved_mb: float | None = None
+    memory_ratio: float | None = None
+    # accuracy
+    accuracy_ref_dtype: str | None = None
+    max_abs_error: float | None = None
+    rmse: float | None = None
+    eager_rmse: float | None = None
+    accuracy_pass: bool | None = None
+    # what ran
+    input_shapes: str | None = None
+    param_count: int | None = None
+    precision_treatment: str | None = None
+    notes: str | None = None
+    wall_s: float | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    graph_breaks: list[GraphBreak] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CellResult:
+        data = dict(data)
+        data["graph_breaks"] = [GraphBreak(**b) for b in data.get("graph_breaks") or []]
+        return cls(**data)
+
+    @classmethod
+    def for_cell(cls, cell, **values: Any) -> CellResult:
+        """An empty result carrying the identity of ``cell`` (a ``runner.config.Cell``)."""
+        return cls(
+            cell_key=cell.key,
+            suite=cell.spec.suite,
+            family=cell.spec.family,
+            task=cell.spec.task,
+            **cell.key_fields(),
+            **values,
+        )
+
+
+def result_columns() -> list[str]:
+    """The ``results`` columns, in order (graph breaks live in their own table)."""
+    return [f.name for f in fields(CellResult) if f.name != "graph_breaks"]

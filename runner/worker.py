@@ -1,0 +1,60 @@
+"""A worker process: measures the cells its parent sends, one at a time.
+
+Protocol (kept tiny so any launcher can drive it): the parent writes one JSON line
+per cell to stdin, ``{"cell": {...}, "result_path": "..."}``; the worker reports
+the phase it is in by rewriting ``--status-file`` and, when the cell is done,
+writes its ``CellResult`` as JSON to ``result_path`` (atomically, by rename).
+Stdout and stderr belong to the model code and to faulthandler: on a fatal signal,
+or on SIGUSR1 from a parent whose patience ran out, the stacks of every thread are
+dumped there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m runner.worker")
+    parser.add_argument("--status-file", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    faulthandler.enable(file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+
+    # Imported after faulthandler so that a crash while importing torch is dumped too.
+    from runner.config import Cell
+    from runner.measure import measure_cell
+
+    _write_atomic(args.status_file, "ready")
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        cell = Cell.from_dict(request["cell"])
+        print(f"=== zoo-matrix worker: cell {cell.key} {cell.describe()}", file=sys.stderr)
+        sys.stderr.flush()
+
+        def report_phase(phase: str, key: str = cell.key) -> None:
+            _write_atomic(args.status_file, f"{key} {phase}")
+
+        result = measure_cell(cell, report_phase=report_phase)
+        _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
+        _write_atomic(args.status_file, "ready")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

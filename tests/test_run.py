@@ -1,0 +1,246 @@
+"""zoo-run end to end on CPU: real timm models, real worker processes, real DuckDB."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from runner.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+MISBEHAVING = FIXTURES / "misbehaving.py"
+TOY = FIXTURES / "toy_models.py"
+
+
+def rows(db: Path, sql: str = "SELECT * FROM results ORDER BY model_id, backend", *params):
+    with duckdb.connect(str(db), read_only=True) as con:
+        cursor = con.execute(sql, list(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_timm_matrix_is_recorded_and_resumed(tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--models", "test_resnet,test_vit", "--backends", "eager,aot_eager"]
+    args += ["--device", "cpu", "--db", str(db), "--label", "ci-smoke"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "zoo-run summary" in out
+    assert "2/2" in out  # each config passed on both models
+
+    results = rows(db)
+    assert [(r["model_id"], r["backend"]) for r in results] == [
+        ("timm/test_resnet", "aot_eager"),
+        ("timm/test_resnet", "eager"),
+        ("timm/test_vit", "aot_eager"),
+        ("timm/test_vit", "eager"),
+    ]
+    for r in results:
+        assert r["status"] == "pass", r["error_message"]
+        assert r["device"] == "cpu" and r["precision"] == "fp32" and r["batch_size"] == 2
+        assert r["mode"] == "none" and r["dynamic"] == "false" and r["step"] == "infer"
+        assert r["family"] in ("resnet", "vision_transformer")
+        assert r["graph_break_count"] == 0 and r["graph_count"] >= 1
+        assert r["eager_ms"] > 0 and r["compiled_ms"] > 0
+        assert r["speedup"] == pytest.approx(r["eager_ms"] / r["compiled_ms"])
+        assert len(r["eager_samples_ms"]) >= 5
+        assert r["accuracy_pass"] is True and r["accuracy_ref_dtype"] == "fp64"
+        assert r["input_shapes"] and "224" in r["input_shapes"]
+
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "finished" and run["label"] == "ci-smoke"
+    assert run["cells_planned"] == 4 and run["cells_recorded"] == 4
+    env = rows(db, "SELECT * FROM environments")
+    assert len(env) == 1 and env[0]["env_id"] == results[0]["env_id"]
+    assert env[0]["torch"].startswith("2.") and env[0]["gpu"] == "absent"
+
+    # The same command again: every cell is recorded, nothing runs.
+    assert main(args) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert len(rows(db)) == 4
+    # --force reruns one model's cells into a new run.
+    assert main([*args[:1], "test_vit", *args[2:], "--force"]) == 0
+    assert len(rows(db)) == 6
+    assert len(rows(db, "SELECT * FROM runs")) == 3
+
+
+@pytest.mark.inductor
+def test_one_inductor_cell(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    assert main(["--models", "test_resnet", "--device", "cpu", "--db", str(db)]) == 0
+    (r,) = rows(db)
+    assert r["backend"] == "inductor" and r["mode"] == "default"
+    assert r["status"] == "pass", r["error_message"]
+    assert r["compile_s"] > 0.5  # inductor really generated and compiled code
+    assert r["graph_break_count"] == 0 and r["accuracy_pass"]
+
+
+def test_crash_and_hang_become_rows_and_the_sweep_goes_on(tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    args = [
+        "--module",
+        f"{MISBEHAVING}:SegfaultWhenCompiled",
+        "--module",
+        f"{MISBEHAVING}:HangWhenCompiled",
+        "--module",
+        f"{TOY}:TinyMLP",
+        "--backends",
+        "eager",
+        "--device",
+        "cpu",
+        "--timeout",
+        "15",
+        "--db",
+        str(db),
+    ]
+    assert main(args) == 0
+    by_model = {r["model_id"]: r for r in rows(db)}
+    assert set(by_model) == {
+        "custom/misbehaving:SegfaultWhenCompiled",
+        "custom/misbehaving:HangWhenCompiled",
+        "custom/toy_models:TinyMLP",
+    }
+    crash = by_model["custom/misbehaving:SegfaultWhenCompiled"]
+    assert crash["status"] == "crash"
+    assert crash["error_type"] == "SIGSEGV" and crash["error_phase"] == "compile"
+    assert "Segmentation fault" in crash["traceback_tail"]
+    assert "misbehaving.py" in crash["traceback_tail"]  # the user frame is in the dump
+    assert crash["stderr_tail"]
+
+    hang = by_model["custom/misbehaving:HangWhenCompiled"]
+    assert hang["status"] == "timeout" and hang["error_phase"] == "compile"
+    assert "sleep" in hang["traceback_tail"] or "misbehaving.py" in hang["traceback_tail"]
+    assert 15 <= hang["wall_s"] < 60
+
+    assert by_model["custom/toy_models:TinyMLP"]["status"] == "pass"
+    assert "1 crash, 1 timeout" in capsys.readouterr().out
+
+    # Recorded crash/timeout cells are skipped on resume, rerun with --retry-failed.
+    assert main(args) == 0
+    assert len(rows(db)) == 3
+    assert main([*args[:2], "--backends", "eager", "--device", "cpu", "--db", str(db),
+                 "--retry-failed"]) == 0  # fmt: skip
+    assert len(rows(db)) == 4
+
+
+def test_ctrl_c_records_nothing_in_flight_and_prints_the_summary(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner.cli", "--module", f"{TOY}:TinyMLP", "--module",
+         f"{MISBEHAVING}:HangWhenCompiled", "--backends", "eager", "--device", "cpu",
+         "--timeout", "120", "--db", str(db)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    # Wait until the first cell is recorded and the hanging one is under way.
+    deadline = time.monotonic() + 120
+    lines = []
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if "TinyMLP" in line and "pass" in line:
+            break
+        assert time.monotonic() < deadline, "".join(lines)
+    time.sleep(8)
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=60)
+    output = "".join(lines) + rest
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "zoo-run summary" in output
+    assert [r["model_id"] for r in rows(db)] == ["custom/toy_models:TinyMLP"]
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "interrupted" and run["cells_recorded"] == 1
+    # No worker is left behind.
+    leftover = subprocess.run(["pgrep", "-f", "runner.worker"], capture_output=True, text=True)
+    assert str(proc.pid) not in leftover.stdout
+
+
+def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--models", "test_resnet,test_vit", "--backends", "inductor,cudagraphs,eager"]
+    args += ["--modes", "default,reduce-overhead", "--precision", "fp32,fp16"]
+    args += ["--device", "cpu", "--dry-run", "--db", str(db)]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert "backend cudagraphs needs CUDA" in captured.err
+    assert "reduce-overhead" in captured.err and "fp16" in captured.err
+    # inductor/default and eager (mode none), fp32 only, on two models
+    assert "4 cells to run on cpu" in captured.out
+    assert "timm/test_vit · eager dyn=false fp32 infer" in captured.out
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--models", "resnt50"], "closest"),
+        (["--models", "test_resnet", "--backends", "inductor,tvmx"], "valid: inductor"),
+        (["--models", "test_resnet", "--modes", "fast"], "valid: default"),
+        (["--models", "test_resnet", "--dynamic", "maybe"], "valid: false, true, auto"),
+        (["--models", "test_resnet", "--precision", "fp8"], "valid: fp32, bf16, fp16"),
+        (["--models", "test_resnet", "--step", "train"], "not built yet"),
+        (["--models", "test_resnet", "--device", "tpu"], "valid: cuda, cpu"),
+        (["--models", "test_resnet", "--device", "cuda"], "no CUDA device"),
+        (["--models", "test_resnet", "--shard", "3/2"], "K must be between 1 and N"),
+        (["--models", "test_resnet", "--shard", "half"], "is not K/N"),
+        (["--models", "test_resnet", "--batch-size", "0"], "must be positive"),
+        (["--models", "test_resnet", "--timeout", "soon"], "is not a number"),
+        (["--module", "nowhere.py:Model"], "nowhere.py"),
+    ],
+)
+def test_bad_input_exits_2_with_a_clear_message(args, message, tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    with pytest.raises(SystemExit) as exited:
+        code = main([*args, "--db", str(db)])
+        raise SystemExit(code)
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not db.exists()
+
+
+def test_a_file_that_is_not_a_database_is_left_untouched(tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    db.write_text("my notes, not a database\n")
+    before = db.read_bytes()
+    assert main(["--models", "test_resnet", "--backends", "eager", "--db", str(db)]) == 2
+    assert "zoo-run: error:" in capsys.readouterr().err
+    assert db.read_bytes() == before
+
+
+def test_shards_partition_the_plan():
+    from runner.plan import PlanOptions, plan_cells, shard
+    from zoo.catalog import select
+
+    options = PlanOptions(
+        backends=("inductor", "eager"),
+        modes=("default",),
+        dynamic=("false", "true"),
+        precisions=("fp32",),
+        steps=("infer",),
+        device="cpu",
+    )
+    plan = plan_cells(select(["test_*"]), options, env_id="e")
+    shares = [shard(plan, k, 4).cells for k in range(1, 5)]
+    keys = [cell.key for share in shares for cell in share]
+    assert sorted(keys) == sorted(cell.key for cell in plan.cells)
+    assert len(set(keys)) == len(keys)
+    assert max(map(len, shares)) - min(map(len, shares)) <= 1
+    assert [c.key for c in shard(plan, 2, 4).cells] == [c.key for c in shares[1]]
+
+
+def test_worker_leaves_no_process_behind_after_a_timeout(tmp_path):
+    # The hang test above kills the worker's whole process group; check here that the
+    # executor's kill reaches grandchildren too.
+    from runner.execute import Worker
+
+    worker = Worker("torch", tmp_path, "w", dict(os.environ))
+    pid = worker.proc.pid
+    worker.kill()
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pid, 0)

@@ -1,0 +1,379 @@
+import hashlib
+import math
+import os
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+
+import duckdb
+import pytest
+
+from runner.export import export_runs, main
+from runner.result import CellResult, GraphBreak, result_columns
+from runner.store import (
+    RESULT_TYPES,
+    SCHEMA_VERSION,
+    DatabaseLockedError,
+    RunRecord,
+    Store,
+)
+from zoo.errors import UsageError
+
+ENV = {
+    "env_id": "env-a",
+    "python": "3.11.7",
+    "torch": "2.5.1",
+    "triton": "3.1.0",
+    "cuda": "12.4",
+    "gpu": "NVIDIA H200",
+    "timm": "1.0.11",
+    "transformers": "4.46.0",
+    "jax": "absent",
+    "jaxlib": "absent",
+    "torchax": "absent",
+    "torch_xla": "absent",
+    "driver": "550.54",
+    "cudnn": "90100",
+    "gpu_count": 8,
+    "gpu_memory_gb": 139.8,
+    "cpu": "x86_64",
+    "cpu_count": 128,
+    "host": "node-1",
+    "platform": "Linux (cpython)",
+    "captured_at": "2025-01-01T00:00:00+00:00",
+}
+
+# Holds the database open for writing from another process, as a second zoo-run would.
+HOLD_LOCK = """
+import sys, time, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("SELECT 1")
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+con.close()
+"""
+
+
+def make_result(key: str = "key-1", status: str = "pass", **values) -> CellResult:
+    return CellResult(
+        cell_key=key,
+        model_id="timm/resnet18",
+        suite="timm",
+        family="resnet",
+        task="image-classification",
+        size="small",
+        backend="inductor",
+        mode="default",
+        dynamic="false",
+        precision="fp32",
+        step="infer",
+        batch_size=2,
+        seq_len=None,
+        device="cpu",
+        env_id="env-a",
+        status=status,
+        **values,
+    )
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def db(tmp_path):
+    return tmp_path / "data" / "zoo.duckdb"
+
+
+@pytest.fixture
+def store(db):
+    return Store.open(db)
+
+
+def start(store: Store, label: str | None = None) -> str:
+    run = RunRecord(command="zoo-run --models resnet18", label=label, env_id="env-a")
+    store.start_run(run)
+    return run.run_id
+
+
+def test_open_creates_schema_version_1(db):
+    Store.open(db)
+    Store.open(db)  # reopening an up-to-date database is a no-op
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
+        columns = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE results)").fetchall())
+    finally:
+        con.close()
+    assert tables == {"schema_version", "runs", "environments", "results", "graph_breaks"}
+    # The frozen v1 DDL must match the CellResult dataclass: a new field needs a migration.
+    assert {name: columns[name] for name in result_columns()} == RESULT_TYPES
+    assert set(columns) - set(RESULT_TYPES) == {
+        "result_id",
+        "run_id",
+        "recorded_at",
+        "schema_version",
+    }
+
+
+def test_runs_results_and_graph_breaks_round_trip(store):
+    started = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+    run = RunRecord(command="zoo-run", started_at=started, env_id="env-a", cells_planned=2)
+    store.start_run(run)
+    first = make_result(
+        "key-1",
+        eager_samples_ms=[1.5, 2.25, float("nan")],
+        compiled_samples_ms=[],
+        probe_ok=False,
+        accuracy_pass=True,
+        max_abs_error=float("nan"),
+        param_count=11_689_512,
+        graph_breaks=[
+            GraphBreak("call to print", "model.py:12", 3),
+            GraphBreak("data-dependent branch"),
+        ],
+    )
+    second = make_result("key-2", status="compile_error", error_message="it's 'quoted'")
+    ids = store.write_results(run.run_id, [first, second])
+    assert len(set(ids)) == 2
+
+    rows = store.results_for_run(run.run_id)
+    assert [row["result_id"] for row in rows] == ids
+    for row, result in zip(rows, [first, second], strict=True):
+        expected = result.to_dict()
+        del expected["graph_breaks"]
+        got = {name: row[name] for name in result_columns()}
+        for name in ("eager_samples_ms", "max_abs_error"):
+            # NaN != NaN: compare those separately below.
+            expected.pop(name), got.pop(name)
+        assert got == expected
+        assert row["run_id"] == run.run_id
+        assert row["schema_version"] == SCHEMA_VERSION
+    assert rows[0]["eager_samples_ms"][:2] == [1.5, 2.25]
+    assert math.isnan(rows[0]["eager_samples_ms"][2])
+    assert math.isnan(rows[0]["max_abs_error"])
+    assert rows[0]["compiled_samples_ms"] == []
+    assert rows[1]["eager_samples_ms"] is None
+    assert rows[0]["probe_ok"] is False and rows[0]["accuracy_pass"] is True
+    assert rows[1]["probe_ok"] is None and rows[1]["seq_len"] is None
+
+    breaks = store.graph_breaks_for_run(run.run_id)
+    assert [(b["result_id"], b["idx"], b["reason"], b["user_frame"], b["count"]) for b in breaks] == [
+        (ids[0], 0, "call to print", "model.py:12", 3),
+        (ids[0], 1, "data-dependent branch", None, 1),
+    ]
+    assert all(b["cell_key"] == "key-1" and b["schema_version"] == 1 for b in breaks)
+
+    stored = store.get_run(run.run_id)
+    assert stored.status == "running" and stored.started_at == datetime(2025, 3, 1, 12, 0)
+    store.finish_run(run.run_id, "finished", 2)
+    stored = store.get_run(run.run_id)
+    assert (stored.status, stored.cells_recorded) == ("finished", 2)
+    assert stored.finished_at is not None
+
+
+def test_write_results_rejects_unknown_run_and_rolls_back(store):
+    with pytest.raises(ValueError, match="start_run"):
+        store.write_results("no-such-run", [make_result()])
+    with pytest.raises(ValueError, match="no run"):
+        store.finish_run("no-such-run", "finished", 0)
+    assert store.latest_by_key(["key-1"]) == {}
+
+
+def test_latest_by_key_picks_the_latest_row(store):
+    run_id = start(store)
+    store.write_results(run_id, [make_result("a", "crash"), make_result("b", "timeout")])
+    store.write_results(run_id, [make_result("a", "pass")])
+    # Within one batch the later result is the latest.
+    store.write_results(run_id, [make_result("c", "oom"), make_result("c", "compile_error")])
+    keys = [f"missing-{i}" for i in range(10_000)] + ["a", "b", "c"]
+    assert store.latest_by_key(keys) == {"a": "pass", "b": "timeout", "c": "compile_error"}
+    assert store.latest_by_key([]) == {}
+
+
+def test_environments_are_deduplicated(store, db):
+    store.record_environment(ENV)
+    store.record_environment(ENV)
+    store.record_environment({**ENV, "env_id": "env-b", "torch": "2.6.0"})
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        rows = con.execute(
+            "SELECT env_id, torch, gpu_count, gpu_memory_gb, schema_version FROM environments "
+            "ORDER BY env_id"
+        ).fetchall()
+    finally:
+        con.close()
+    assert rows == [("env-a", "2.5.1", 8, 139.8, 1), ("env-b", "2.6.0", 8, 139.8, 1)]
+    with pytest.raises(ValueError, match="no column"):
+        store.record_environment({**ENV, "bogus": 1})
+
+
+def test_a_file_that_is_not_duckdb_is_left_untouched(tmp_path):
+    path = tmp_path / "zoo.duckdb"
+    path.write_text("my notes, not a database\n" * 100)
+    before = digest(path)
+    with pytest.raises(UsageError, match="not a DuckDB database"):
+        Store.open(path)
+    assert digest(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["zoo.duckdb"]
+
+
+def test_a_duckdb_file_of_another_tool_is_refused(tmp_path):
+    path = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE mine (x INTEGER)")
+    con.close()
+    before = digest(path)
+    with pytest.raises(UsageError, match="not a zoo-matrix one"):
+        Store.open(path)
+    assert digest(path) == before
+
+
+def test_a_directory_as_the_path_is_refused(tmp_path):
+    with pytest.raises(UsageError, match="is a directory"):
+        Store.open(tmp_path)
+
+
+def test_an_unwritable_directory_is_refused(tmp_path):
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("a regular file")
+    with pytest.raises(UsageError, match="cannot create the directory"):
+        Store.open(blocker / "zoo.duckdb")
+    assert blocker.read_text() == "a regular file"
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        try:
+            (locked / "probe").touch()
+        except PermissionError:
+            with pytest.raises(UsageError, match="not writable"):
+                Store.open(locked / "zoo.duckdb")
+        else:
+            pytest.skip("running as root: chmod does not stop writes (the file case ran)")
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_newer_schema_is_refused(db):
+    Store.open(db)
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO schema_version VALUES (?, NULL)", [SCHEMA_VERSION + 1])
+    con.close()
+    before = digest(db)
+    with pytest.raises(UsageError, match="Upgrade zoo-matrix"):
+        Store.open(db)
+    assert digest(db) == before
+
+
+def hold_lock(db, seconds: float) -> subprocess.Popen:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(db), str(seconds)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_write_waits_for_another_process_lock(store, db):
+    run_id = start(store)
+    holder = hold_lock(db, 3)
+    try:
+        began = time.monotonic()
+        (result_id,) = store.write_results(run_id, [make_result()])
+        waited = time.monotonic() - began
+    finally:
+        holder.kill()
+        holder.wait()
+    assert waited > 1.5
+    assert [row["result_id"] for row in store.results_for_run(run_id)] == [result_id]
+
+
+def test_a_lock_outlasting_the_timeout_is_a_clear_error(db):
+    run_id = start(Store.open(db))
+    impatient = Store(db, lock_timeout_s=1)
+    holder = hold_lock(db, 30)
+    try:
+        began = time.monotonic()
+        with pytest.raises(DatabaseLockedError, match="locked by another process"):
+            impatient.write_results(run_id, [make_result()])
+        assert time.monotonic() - began < 10
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_export_writes_parquet_shards(store, db, tmp_path):
+    store.record_environment(ENV)
+    store.record_environment({**ENV, "env_id": "env-unused"})
+    run_id = start(store, label="nightly")
+    other = start(store)
+    store.write_results(
+        run_id,
+        [
+            make_result("a", eager_samples_ms=[1.0, 2.0], graph_breaks=[GraphBreak("why")]),
+            make_result("b", "oom"),
+        ],
+    )
+    store.write_results(other, [make_result("c")])
+    out = tmp_path / "it's shards"
+
+    paths = export_runs(db, out, label="nightly")
+    names = ["runs", "results", "graph_breaks", "environments"]
+    assert paths == [out / run_id / f"{name}.parquet" for name in names]
+
+    con = duckdb.connect()
+    try:
+
+        def shard(name):
+            return _rows(con, "SELECT * FROM read_parquet(?)", [str(out / run_id / f"{name}.parquet")])
+
+        def table(query):
+            return _rows(con, query, [str(db), run_id])
+
+        con.execute("ATTACH ? AS zoo (READ_ONLY)", [str(db)])
+        assert shard("results") == table(
+            "SELECT * FROM zoo.results WHERE run_id = $2 AND $1 IS NOT NULL ORDER BY recorded_at"
+        )
+        assert shard("runs") == table("SELECT * FROM zoo.runs WHERE run_id = $2 AND $1 IS NOT NULL")
+        assert [row["env_id"] for row in shard("environments")] == ["env-a"]
+        assert [row["reason"] for row in shard("graph_breaks")] == ["why"]
+        for name in names:
+            assert {row["schema_version"] for row in shard(name)} == {SCHEMA_VERSION}
+        assert shard("results")[0]["eager_samples_ms"] == [1.0, 2.0]
+    finally:
+        con.close()
+
+    assert len(export_runs(db, out)) == 8  # every run; existing shards are overwritten
+
+
+def _rows(con, query, params):
+    cursor = con.execute(query, params)
+    names = [column[0] for column in cursor.description]
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_export_of_an_unknown_run_is_a_usage_error(store, db, tmp_path, capsys):
+    start(store)
+    with pytest.raises(UsageError, match="no run nope"):
+        export_runs(db, tmp_path / "out", run_ids=["nope"])
+    with pytest.raises(UsageError, match="no run labelled"):
+        export_runs(db, tmp_path / "out", label="nope")
+    assert not (tmp_path / "out").exists()
+
+    assert main(["--db", str(db), "--run", "nope", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err.startswith("zoo-export: error: no run nope")
+    assert main(["--db", str(tmp_path / "missing.duckdb")]) == 2
+    assert not (tmp_path / "missing.duckdb").exists()
+
+
+def test_export_main_prints_what_it_wrote(store, db, tmp_path, capsys):
+    run_id = start(store)
+    assert main(["--db", str(db), "--run", run_id, "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert str(tmp_path / "out" / run_id / "results.parquet") in printed
+    assert "exported 1 run(s)" in printed

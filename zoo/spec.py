@@ -1,0 +1,68 @@
+"""The model spec: what a model is, how to build it and how to feed it.
+
+A spec is plain data (it travels to worker processes as JSON); building and
+making inputs import torch lazily, in the suite module that owns the spec.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+SUITES = ("timm", "hf", "custom")
+
+# Which module builds the specs of each suite. Each must define
+# ``build(spec)`` and ``example_inputs(spec, batch_size, device, seq_len)``.
+_SUITE_MODULES = {
+    "timm": "zoo.timm_suite",
+    "custom": "zoo.custom",
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model of the catalogue.
+
+    ``id`` is ``<suite>/<name>`` (``timm/resnet50``, ``custom/file:Class``);
+    ``family`` groups related models (for timm, the module that registers it);
+    ``input_size`` is the default per-sample input shape, when the suite knows it;
+    ``source`` is where a custom model lives (``/abs/path/file.py:ClassName``).
+    """
+
+    id: str
+    suite: str
+    name: str
+    family: str
+    task: str
+    input_size: tuple[int, ...] | None = None
+    source: str | None = None
+
+    def _suite(self):
+        try:
+            return importlib.import_module(_SUITE_MODULES[self.suite])
+        except KeyError:
+            raise ValueError(f"no builder for suite {self.suite!r}") from None
+
+    def build(self) -> torch.nn.Module:
+        """Build the model with random weights (never downloads anything)."""
+        return self._suite().build(self)
+
+    def example_inputs(
+        self, batch_size: int | None, device: str, seq_len: int | None = None
+    ) -> tuple[torch.Tensor, ...]:
+        """Deterministic example inputs: a tuple of positional tensors."""
+        return self._suite().example_inputs(self, batch_size, device, seq_len)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelSpec:
+        data = dict(data)
+        if data.get("input_size") is not None:
+            data["input_size"] = tuple(data["input_size"])
+        return cls(**data)
