@@ -61,7 +61,9 @@ def _select_runs(store: Store, run_ids: list[str] | None, label: str | None) -> 
         if label is not None:
             labelled = {
                 row[0]
-                for row in con.execute("SELECT run_id FROM runs WHERE label = ?", [label]).fetchall()
+                for row in con.execute(
+                    "SELECT run_id FROM runs WHERE label = ?", [label]
+                ).fetchall()
             }
             if not labelled:
                 raise UsageError(f"no run labelled {label!r} in {store.path}.")

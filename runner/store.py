@@ -276,9 +276,7 @@ class Store:
         self.lock_timeout_s = lock_timeout_s
 
     @classmethod
-    def open(
-        cls, path: str | os.PathLike = DEFAULT_DB_PATH, lock_timeout_s: float = 30.0
-    ) -> Store:
+    def open(cls, path: str | os.PathLike = DEFAULT_DB_PATH, lock_timeout_s: float = 30.0) -> Store:
         """Validate ``path``, create the database if missing and migrate it to this version.
 
         Bad input raises ``UsageError`` and leaves the file as it was.
@@ -510,9 +508,7 @@ class Store:
     def results_for_run(self, run_id: str) -> list[dict[str, Any]]:
         with self.connection(read_only=True) as con:
             return _rows(
-                con.execute(
-                    "SELECT * FROM results WHERE run_id = ? ORDER BY recorded_at", [run_id]
-                )
+                con.execute("SELECT * FROM results WHERE run_id = ? ORDER BY recorded_at", [run_id])
             )
 
     def graph_breaks_for_run(self, run_id: str) -> list[dict[str, Any]]:

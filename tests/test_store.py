@@ -1,6 +1,5 @@
 import hashlib
 import math
-import os
 import subprocess
 import sys
 import time
@@ -104,7 +103,9 @@ def test_open_creates_schema_version_1(db):
     try:
         assert con.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
-        columns = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE results)").fetchall())
+        columns = dict(
+            con.execute("SELECT column_name, column_type FROM (DESCRIBE results)").fetchall()
+        )
     finally:
         con.close()
     assert tables == {"schema_version", "runs", "environments", "results", "graph_breaks"}
@@ -160,7 +161,9 @@ def test_runs_results_and_graph_breaks_round_trip(store):
     assert rows[1]["probe_ok"] is None and rows[1]["seq_len"] is None
 
     breaks = store.graph_breaks_for_run(run.run_id)
-    assert [(b["result_id"], b["idx"], b["reason"], b["user_frame"], b["count"]) for b in breaks] == [
+    assert [
+        (b["result_id"], b["idx"], b["reason"], b["user_frame"], b["count"]) for b in breaks
+    ] == [
         (ids[0], 0, "call to print", "model.py:12", 3),
         (ids[0], 1, "data-dependent branch", None, 1),
     ]
@@ -236,13 +239,16 @@ def test_a_directory_as_the_path_is_refused(tmp_path):
         Store.open(tmp_path)
 
 
-def test_an_unwritable_directory_is_refused(tmp_path):
+def test_a_directory_that_cannot_be_created_is_refused(tmp_path):
+    # A path under a regular file fails even for root, unlike a chmod-ed directory.
     blocker = tmp_path / "file.txt"
     blocker.write_text("a regular file")
     with pytest.raises(UsageError, match="cannot create the directory"):
         Store.open(blocker / "zoo.duckdb")
     assert blocker.read_text() == "a regular file"
 
+
+def test_a_read_only_directory_is_refused(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o500)
@@ -253,7 +259,7 @@ def test_an_unwritable_directory_is_refused(tmp_path):
             with pytest.raises(UsageError, match="not writable"):
                 Store.open(locked / "zoo.duckdb")
         else:
-            pytest.skip("running as root: chmod does not stop writes (the file case ran)")
+            pytest.skip("chmod does not stop this user's writes (root)")
     finally:
         locked.chmod(0o700)
 
@@ -330,7 +336,9 @@ def test_export_writes_parquet_shards(store, db, tmp_path):
     try:
 
         def shard(name):
-            return _rows(con, "SELECT * FROM read_parquet(?)", [str(out / run_id / f"{name}.parquet")])
+            return _rows(
+                con, "SELECT * FROM read_parquet(?)", [str(out / run_id / f"{name}.parquet")]
+            )
 
         def table(query):
             return _rows(con, query, [str(db), run_id])
