@@ -188,13 +188,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args, argv: list[str] | None) -> int:
-    from rich.console import Console
-
     from runner import env as environment
     from runner.report import plan_lines
 
-    console = Console(stderr=True, highlight=False)
-    out = Console(highlight=False)
+    console = _console(stderr=True)
+    out = _console(stderr=False)
     device = _device(args)
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
@@ -300,6 +298,16 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         )
         return 130
     return 0
+
+
+def _console(stderr: bool):
+    """A rich console; logs (no terminal) get wide lines rather than wrapped tables."""
+    from rich.console import Console
+
+    console = Console(stderr=stderr, highlight=False)
+    if not console.is_terminal:
+        console = Console(stderr=stderr, highlight=False, width=160)
+    return console
 
 
 def _version() -> str:

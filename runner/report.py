@@ -87,25 +87,25 @@ def summary_table(results: list[CellResult]) -> Table:
     for result in results:
         key = (result.device, result.backend, result.mode, result.dynamic, result.precision)
         by_config[key].append(result)
-    table = Table(title="zoo-run summary", show_lines=False)
-    for column in ("device", "backend", "mode", "dynamic", "precision", "passed/total"):
-        table.add_column(column)
+    table = Table(title="zoo-run summary")
+    table.add_column("config")
+    table.add_column("passed", justify="right")
     table.add_column("other statuses")
     table.add_column("geomean speedup", justify="right")
     table.add_column("median compile s", justify="right")
     table.add_column("graph breaks", justify="right")
     for key in sorted(by_config):
+        device, backend, mode, dynamic, precision = key
         rows = by_config[key]
         passed = [r for r in rows if r.status == PASS]
         others = Counter(r.status for r in rows if r.status != PASS)
-        other_text = ", ".join(
-            f"{others[s]} {s}" for s in STATUSES if others.get(s)
-        )  # in the statuses' own order
+        other_text = ", ".join(f"{others[s]} {s}" for s in STATUSES if others.get(s))
         speedup = geomean(r.speedup for r in passed)
         compiles = [r.compile_s for r in rows if r.compile_s is not None]
         breaks = sum(r.graph_break_count or 0 for r in rows)
+        mode_text = "" if mode == "none" else f"/{mode}"
         table.add_row(
-            *key,
+            f"{backend}{mode_text} dyn={dynamic} {precision} {device}",
             f"{len(passed)}/{len(rows)}",
             other_text or "-",
             f"{speedup:.2f}x" if speedup else "-",

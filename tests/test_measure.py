@@ -1,0 +1,558 @@
+"""measure_cell on CPU with small test-only modules (eager and aot_eager backends).
+
+The graph-break numbers asserted here were read off torch 2.11; each is also checked
+against ``torch._dynamo.explain`` run on the same module, which the design requires.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+
+import pytest
+import torch
+from torch import nn
+
+from runner.config import Cell, CellConfig
+from runner.measure import _tf32_disabled, compare_outputs, measure_cell, summarize_reason
+from zoo.spec import ModelSpec
+
+# -- modules -------------------------------------------------------------------------
+
+
+class Mlp(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class PrintInMiddle(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        print("hello from forward")  # break
+        return x * 2
+
+
+class ExplicitBreak(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        torch._dynamo.graph_break()  # break
+        return x * 2
+
+
+class DataDependentIf(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        if x.sum() > 0:  # break
+            return x * 2
+        return x - 1
+
+
+class Item(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        scale = x.sum().item()  # break
+        return x * scale
+
+
+class ToList(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        values = x[0].tolist()  # break
+        return x * len(values)
+
+
+class UnsupportedBuiltin(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        id(x)  # break
+        return x * 2
+
+
+class TwoBreaks(nn.Module):
+    def forward(self, x):
+        x = x + 1
+        print("first")  # break
+        x = x * 2
+        torch._dynamo.graph_break()
+        return x - 1
+
+
+class BreakingBlock(nn.Module):
+    def forward(self, x):
+        x = torch.relu(x)
+        torch._dynamo.graph_break()  # break
+        return x + 1
+
+
+class BreakInSubmodule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = BreakingBlock()
+
+    def forward(self, x):
+        return self.block(x * 3) * 2
+
+
+class PrintFirst(nn.Module):
+    def forward(self, x):
+        print("nothing traced yet")
+        return x * 2
+
+
+class BreakInLoop(nn.Module):
+    def forward(self, x):
+        for i in range(2):
+            x = x + 1
+            print(i)
+        return x
+
+
+class FailsWhenCompiled(nn.Module):
+    """Takes a path only under torch.compile, where a view is wrong for the input."""
+
+    def forward(self, x):
+        if torch.compiler.is_compiling():
+            x = x.view(3, -1, 7)
+        return x + 1
+
+
+class AddFirst(nn.Module):
+    def forward(self, x, y):
+        return x + y
+
+
+class RejectsBatchTwo(nn.Module):
+    def forward(self, x):
+        if x.shape[0] == 2:
+            raise ValueError("batch 2 is not supported")
+        return x + 1
+
+
+class FailsInEager(nn.Module):
+    def forward(self, x):
+        return x @ torch.ones(3, 3)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def make_cell(
+    backend="eager", dynamic="false", precision="fp32", batch_size=4, seq_len=None, mode="none"
+):
+    spec = ModelSpec(id="custom/test:Name", suite="custom", name="Name", family="test", task="test")
+    config = CellConfig(backend=backend, mode=mode, dynamic=dynamic, precision=precision)
+    return Cell(
+        spec=spec,
+        config=config,
+        size="full",
+        batch_size=batch_size,
+        seq_len=seq_len,
+        device="cpu",
+        env_id="test",
+    )
+
+
+def features(batch_size, device, seq_len):
+    generator = torch.Generator().manual_seed(batch_size)
+    return (torch.randn(batch_size, 8, generator=generator).to(device),)
+
+
+def measure(module, **cell_options):
+    return measure_cell(make_cell(**cell_options), model=module, inputs_fn=features)
+
+
+def explain(module):
+    with torch.no_grad():
+        return torch._dynamo.explain(module)(*features(4, "cpu", None))
+
+
+def break_line(cls) -> str:
+    lines, first = inspect.getsourcelines(cls.forward)
+    offset = next(i for i, line in enumerate(lines) if "# break" in line)
+    return f"test_measure.py:{first + offset} in forward"
+
+
+# -- graph breaks --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cls", "graphs", "breaks", "counted_events"),
+    [
+        (Mlp, 1, 0, 0),
+        (PrintInMiddle, 2, 1, 1),
+        (ExplicitBreak, 2, 1, 1),
+        # dynamo counts a data-dependent branch as "unimplemented", not "graph_break"
+        (DataDependentIf, 2, 1, 0),
+        (Item, 2, 1, 1),
+        (ToList, 2, 1, 1),
+        (UnsupportedBuiltin, 2, 1, 1),
+        (TwoBreaks, 3, 2, 2),
+        # a break inside a called module splits the caller and the callee: 4 graphs
+        (BreakInSubmodule, 4, 3, 2),
+        # nothing before the print: the break splits no graph
+        (PrintFirst, 1, 0, 1),
+    ],
+)
+def test_graph_break_counts_equal_explain(cls, graphs, breaks, counted_events):
+    result = measure(cls())
+    assert result.status == "pass", result.error_message
+    assert result.graph_count == graphs
+    assert result.graph_break_count == breaks
+    assert result.graph_break_count == explain(cls()).graph_break_count
+    assert (f"dynamo counted {counted_events} graph-break" in (result.notes or "")) == (
+        counted_events != breaks
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "reason"),
+    [
+        (PrintInMiddle, "Failed to trace builtin operator: Dynamo does not know how to trace"),
+        (ExplicitBreak, "Call to `torch._dynamo.graph_break()`: User-inserted graph break."),
+        (DataDependentIf, "generic_jump TensorVariable()"),
+        (Item, "Unsupported Tensor.item() call with capture_scalar_outputs=False"),
+        (ToList, "Tensor.tolist() with non-integer tensor"),
+        (UnsupportedBuiltin, "Unsupported call_id() without source"),
+    ],
+)
+def test_each_break_has_a_one_line_reason_and_its_user_frame(cls, reason):
+    result = measure(cls())
+    [graph_break] = result.graph_breaks
+    assert graph_break.reason.startswith(reason)
+    assert "\n" not in graph_break.reason
+    assert "Hint" not in graph_break.reason
+    assert graph_break.user_frame.endswith(break_line(cls))
+    assert graph_break.count == 1
+    assert result.unique_break_count == 1
+
+
+def test_distinct_breaks_are_listed_and_breaks_in_a_callee_point_at_it():
+    result = measure(TwoBreaks())
+    assert result.unique_break_count == 2
+    assert [b.count for b in result.graph_breaks] == [1, 1]
+
+    result = measure(BreakInSubmodule())
+    # explain reports the break once from the caller's graph and once from the callee's
+    [graph_break] = result.graph_breaks
+    assert graph_break.count == 2
+    assert graph_break.user_frame.endswith(break_line(BreakingBlock))
+
+
+def test_a_frame_dynamo_skips_captures_no_graph():
+    result = measure(BreakInLoop())
+    assert result.status == "pass"
+    assert result.graph_count == 0
+    assert result.graph_break_count is None
+    assert "dynamo captured no graph" in result.notes
+
+
+def test_summarize_reason_keeps_type_and_explanation():
+    reason = (
+        "Failed to trace builtin operator\n  Explanation: Dynamo does not know print\n"
+        "  Hint: Avoid print.\n\n  Developer debug context: builtin print\n"
+    )
+    assert summarize_reason(reason) == (
+        "Failed to trace builtin operator: Dynamo does not know print"
+    )
+
+
+# -- passing cells -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "precision"), [("eager", "fp32"), ("aot_eager", "bf16")])
+def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
+    phases = []
+    result = measure_cell(
+        make_cell(backend=backend, precision=precision),
+        model=Mlp(),
+        inputs_fn=features,
+        report_phase=phases.append,
+    )
+    assert result.status == "pass", result.error_message
+    assert phases == ["build", "reference", "eager", "compile", "accuracy", "timing"]
+    assert (result.graph_count, result.graph_break_count, result.unique_break_count) == (1, 0, 0)
+    assert result.graph_breaks == []
+    assert result.recompile_count == 0
+    assert result.compile_s > 0
+    assert result.eager_ms_p25 <= result.eager_ms <= result.eager_ms_p75
+    assert result.compiled_ms_p25 <= result.compiled_ms <= result.compiled_ms_p75
+    assert len(result.eager_samples_ms) == len(result.compiled_samples_ms) >= 5
+    assert result.speedup == pytest.approx(result.eager_ms / result.compiled_ms)
+    assert result.eager_peak_alloc_mb is None  # CPU
+    assert result.accuracy_pass is True
+    assert result.accuracy_ref_dtype == "fp64"
+    assert result.max_abs_error is not None and result.rmse is not None
+    assert result.eager_rmse is not None
+    assert result.param_count == 8 * 16 + 16 + 16 * 4 + 4
+    assert json.loads(result.input_shapes) == [[4, 8]]
+    assert result.precision_treatment == ("fp32" if precision == "fp32" else "autocast bf16")
+    assert result.started_at < result.finished_at and result.wall_s > 0
+    if precision == "bf16":
+        assert result.eager_rmse > 1e-4  # autocast really ran
+
+
+def test_compile_happens_outside_the_timing_gate_and_timing_inside():
+    held = []
+    phases = []
+
+    class Gate:
+        def __enter__(self):
+            held.append(True)
+
+        def __exit__(self, *exc):
+            held.pop()
+
+    measure_cell(
+        make_cell(dynamic="auto"),
+        model=Mlp(),
+        inputs_fn=features,
+        report_phase=lambda phase: phases.append((phase, bool(held))),
+        timing_gate=Gate,
+    )
+    assert dict(phases) == {
+        "build": False,
+        "reference": False,
+        "eager": False,
+        "compile": False,
+        "accuracy": False,
+        "timing": True,
+        "probe": False,
+    }
+
+
+def test_compile_caches_are_fresh_per_cell_and_removed(monkeypatch):
+    def cache_dirs():
+        return os.environ.get("TORCHINDUCTOR_CACHE_DIR"), os.environ.get("TRITON_CACHE_DIR")
+
+    def dirs_seen_by_a_cell():
+        seen = set()
+        result = measure_cell(
+            make_cell(),
+            model=Mlp(),
+            inputs_fn=features,
+            report_phase=lambda _: seen.add(cache_dirs()),
+        )
+        assert result.status == "pass"
+        return seen
+
+    monkeypatch.delenv("ZOO_WARM_CACHE", raising=False)
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/somewhere/else")
+    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    [(inductor_dir, triton_dir)] = dirs_seen_by_a_cell()
+    assert inductor_dir != "/somewhere/else"
+    assert triton_dir == os.path.join(inductor_dir, "triton")
+    assert not os.path.exists(inductor_dir)
+    assert cache_dirs() == ("/somewhere/else", None)
+    assert dirs_seen_by_a_cell() != {(inductor_dir, triton_dir)}
+
+    monkeypatch.setenv("ZOO_WARM_CACHE", "1")
+    assert dirs_seen_by_a_cell() == {("/somewhere/else", None)}
+
+
+def test_tf32_is_off_inside_and_restored_after():
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        with _tf32_disabled(on_cuda=True):
+            assert not torch.backends.cuda.matmul.allow_tf32
+            assert not torch.backends.cudnn.allow_tf32
+        assert torch.backends.cuda.matmul.allow_tf32
+        assert torch.backends.cudnn.allow_tf32 == saved[1]
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+# -- failing cells -------------------------------------------------------------------
+
+
+def test_module_that_fails_only_when_compiled_is_a_compile_error():
+    result = measure(FailsWhenCompiled())
+    assert result.status == "compile_error"
+    assert result.error_phase == "dynamo trace"
+    assert result.error_type == "TorchRuntimeError"
+    assert result.error_signature == (
+        "TorchRuntimeError: RuntimeError when making fake tensor call: Dynamo failed to run FX "
+        "node with fake tensors: got RuntimeError(\"shape '<shape>' is invalid for input of size "
+        '<N>")'
+    )
+    assert "File " in result.traceback_tail
+    assert result.accuracy_pass is None and result.eager_ms is None
+
+
+def test_backend_failure_is_a_compile_error_with_a_normalized_signature():
+    result = measure(Mlp(), backend="relu_compile_error_TESTING_ONLY")
+    assert (result.status, result.error_phase) == ("compile_error", "compile")
+    assert result.error_signature == (
+        "BackendCompilerFailed: ReluCompileError in relu_compile_error_TESTING_ONLY (debugging.py)"
+    )
+
+
+def test_failure_of_compiled_code_is_a_runtime_compile_error():
+    result = measure(Mlp(), backend="relu_runtime_error_TESTING_ONLY")
+    assert (result.status, result.error_phase) == ("compile_error", "runtime")
+    assert result.error_signature == "AssertionError: ReluRuntimeError"
+
+
+def test_wrong_compiled_output_fails_accuracy_and_keeps_timing():
+    result = measure(Mlp(), backend="relu_accuracy_error_TESTING_ONLY")
+    assert result.status == "fail_accuracy"
+    assert result.accuracy_pass is False
+    assert result.rmse > 2 * result.eager_rmse
+    assert result.speedup is not None
+    assert "accuracy: output 0" in result.notes
+
+
+def test_module_that_fails_in_eager_is_an_eager_error():
+    result = measure(FailsInEager())
+    assert (result.status, result.error_phase) == ("eager_error", "reference")
+    assert result.error_type == "RuntimeError"
+    assert result.error_signature == (
+        "RuntimeError: mat1 and mat2 shapes cannot be multiplied (<shape> and <shape>)"
+    )
+
+
+def test_build_and_input_failures_are_build_errors(monkeypatch):
+    def build(spec):
+        raise ImportError("no module named 'not_installed'")
+
+    monkeypatch.setattr(ModelSpec, "build", build)
+    result = measure_cell(make_cell(), inputs_fn=features)
+    assert (result.status, result.error_phase) == ("build_error", "build")
+    assert result.error_signature == "ImportError: no module named 'not_installed'"
+
+    def no_inputs(batch_size, device, seq_len):
+        raise ValueError("this model takes no batch")
+
+    result = measure_cell(make_cell(), model=Mlp(), inputs_fn=no_inputs)
+    assert (result.status, result.error_phase) == ("build_error", "inputs")
+    assert result.param_count == 212
+
+
+# -- dynamic shapes ------------------------------------------------------------------
+
+
+def test_probe_with_dynamic_auto_recompiles_once():
+    result = measure(Mlp(), dynamic="auto")
+    assert result.status == "pass"
+    assert json.loads(result.probe_shapes) == [[2, 8]]
+    assert result.probe_ok is True
+    assert result.probe_recompiles == 1
+    assert result.recompile_count == 1
+
+
+def test_probe_with_dynamic_true_does_not_recompile():
+    result = measure(Mlp(), dynamic="true")
+    assert result.probe_ok is True
+    assert result.probe_recompiles == 0
+    assert result.recompile_count == 0
+
+
+def test_probe_without_batch_size_halves_leading_dims():
+    def model_defined(batch_size, device, seq_len):
+        return (torch.randn(8, 8), torch.tensor([3.0]))
+
+    cell = make_cell(dynamic="auto", batch_size=None)
+    result = measure_cell(cell, model=AddFirst(), inputs_fn=model_defined)
+    assert result.status == "pass", result.error_message
+    assert json.loads(result.probe_shapes) == [[4, 8], [1]]
+    assert result.probe_ok is True
+
+
+def test_probe_is_skipped_when_no_shape_can_change():
+    result = measure(Mlp(), dynamic="auto", batch_size=2)
+    assert result.probe_ok is None and result.probe_shapes is None
+    assert "shape probe skipped" in result.notes
+    assert measure(Mlp(), dynamic="false").probe_ok is None
+
+
+def test_probe_failure_is_recorded_without_failing_the_cell():
+    result = measure(RejectsBatchTwo(), dynamic="auto")
+    assert result.status == "pass"
+    assert result.probe_ok is False
+    assert "shape probe failed (runtime): ValueError: batch <N> is not supported" in result.notes
+
+
+def test_probe_inputs_failure_skips_the_probe():
+    calls = []
+
+    def batch_four_only(batch_size, device, seq_len):
+        calls.append(batch_size)
+        if batch_size != 4:
+            raise ValueError("only batch 4")
+        return features(batch_size, device, seq_len)
+
+    result = measure_cell(make_cell(dynamic="true"), model=Mlp(), inputs_fn=batch_four_only)
+    assert result.status == "pass"
+    assert calls == [4, 2]
+    assert result.probe_ok is None
+    assert "shape probe skipped, its inputs failed: ValueError: only batch <N>" in result.notes
+
+
+# -- accuracy rule -------------------------------------------------------------------
+
+
+def test_accuracy_rule_compares_rmse_against_eager_rmse():
+    gold = torch.zeros(100, dtype=torch.float64)
+    eager = torch.full((100,), 0.1)
+    slightly_worse = torch.full((100,), 0.15)
+    much_worse = torch.full((100,), 0.3)
+    kwargs = {"tol": 1e-4, "multiplier": 2.0}
+    assert compare_outputs([gold], [eager], [slightly_worse], **kwargs).passed
+    failed = compare_outputs([gold], [eager], [much_worse], **kwargs)
+    assert not failed.passed
+    assert failed.rmse == pytest.approx(0.3) and failed.eager_rmse == pytest.approx(0.1)
+    assert failed.max_abs_error == pytest.approx(0.2)
+
+
+def test_accuracy_rule_accepts_shared_nans_and_requires_equal_integers():
+    nan = float("nan")
+    ref = torch.tensor([1.0, nan, 3.0])
+    assert compare_outputs([ref.double()], [ref], [ref.clone()], tol=1e-4, multiplier=2).passed
+    moved_nan = torch.tensor([nan, 2.0, 3.0])
+    assert not compare_outputs([ref.double()], [ref], [moved_nan], tol=1e-4, multiplier=2).passed
+
+    ints = torch.tensor([1, 2, 3])
+    assert compare_outputs([ints], [ints], [ints.clone()], tol=1e-4, multiplier=2).passed
+    assert not compare_outputs([ints], [ints], [ints + 1], tol=1e-4, multiplier=2).passed
+    assert not compare_outputs([ints], [ints], [ints[:2]], tol=1e-4, multiplier=2).passed
+    assert not compare_outputs([ints], [ints], [], tol=1e-4, multiplier=2).passed
+
+
+def test_model_outputs_of_any_structure_are_compared_tensor_by_tensor():
+    class Structured(nn.Module):
+        def forward(self, x):
+            return {"logits": x * 2, "extra": (x.argmax(-1), [x.sum()])}
+
+    result = measure(Structured())
+    assert result.status == "pass"
+    assert result.accuracy_pass is True
+
+
+# -- inductor ------------------------------------------------------------------------
+
+
+@pytest.mark.inductor
+def test_inductor_compiles_into_the_fresh_cache_dir():
+    cache_files = []
+
+    def look_at_cache(phase):
+        if phase == "accuracy":
+            for _, _, files in os.walk(os.environ["TORCHINDUCTOR_CACHE_DIR"]):
+                cache_files.extend(files)
+
+    result = measure_cell(
+        make_cell(backend="inductor", mode="default"),
+        model=Mlp(),
+        inputs_fn=features,
+        report_phase=look_at_cache,
+    )
+    assert result.status == "pass", result.error_message
+    assert result.graph_count == 1 and result.graph_break_count == 0
+    assert result.compile_s > 0 and result.speedup is not None
+    assert cache_files
