@@ -117,15 +117,6 @@ class Worker:
         self.proc.wait()
         self._log.close()
 
-    def stop(self) -> None:
-        """Let an idle worker exit by closing its input, then make sure it is gone."""
-        if self.proc.stdin and not self.proc.stdin.closed:
-            with contextlib.suppress(BrokenPipeError):
-                self.proc.stdin.close()
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=10)
-        self.kill()
-
 
 class Interrupted(Exception):
     """The user pressed Ctrl-C (or the run got SIGTERM); in-flight cells were dropped."""
@@ -175,7 +166,7 @@ class Executor:
                     if (worker is None or not worker.running) and queue:
                         cell = queue.popleft()
                         if worker is not None and worker.kind != cell.config.process_kind:
-                            worker.stop()
+                            worker.kill()
                             worker = None
                         if worker is None:
                             worker = self._spawn(cell.config.process_kind)
@@ -191,10 +182,12 @@ class Executor:
             slots = []
             raise Interrupted() from None
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            # Idle workers hold nothing worth waiting for: end them at once, so that a
+            # late Ctrl-C finds no cleanup to interrupt.
             for worker in slots:
                 if worker is not None:
-                    worker.stop()
+                    worker.kill()
+            signal.signal(signal.SIGTERM, previous)
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running

@@ -36,7 +36,10 @@ from runner.result import FAIL_ACCURACY, PASS, CellResult, GraphBreak
 MESSAGE_CHARS = 2000
 REASON_CHARS = 300
 SEED = 0
+# Warm-up pairs (eager, compiled) before timing: at least WARMUPS, and more until
+# WARMUP_S has passed, so that GPU clocks and allocator caches settle first.
 WARMUPS = 3
+WARMUP_S = 0.5
 MB = 2**20
 # The reference model is a float64 copy: it must leave room for the measured model.
 FP64_REF_CUDA_FREE_FRACTION = 0.25
@@ -309,11 +312,12 @@ class _Measurement:
         timer = _cuda_event_ms if self.on_cuda else _perf_counter_ms
         plan = TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
         with self.precision():
-            for _ in range(WARMUPS):
+            warmups, started = 0, time.perf_counter()
+            while warmups < WARMUPS or time.perf_counter() - started < WARMUP_S:
                 self.run_eager()
-            for _ in range(WARMUPS):
                 self.run_compiled()
-            self.sync()
+                self.sync()
+                warmups += 1
             eager, compiled = _interleaved_samples(
                 lambda: timer(self.run_eager), lambda: timer(self.run_compiled), plan
             )
