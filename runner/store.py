@@ -195,6 +195,17 @@ _SQL_TYPES: dict[Any, str] = {
 }
 
 
+def empty_table_sql(table: str) -> str:
+    """The statement of migration 1 that creates ``table``: readers with no data use it
+    to get an empty table with the right columns."""
+    marker = f"CREATE TABLE {table} ("
+    for _, statements in MIGRATIONS:
+        for statement in statements:
+            if marker in statement:
+                return statement
+    raise ValueError(f"no migration creates table {table!r}")
+
+
 def sql_type(annotation: Any) -> str:
     """The DuckDB type of a ``CellResult`` field annotation (``X | None`` is nullable X)."""
     if typing.get_origin(annotation) in (types.UnionType, typing.Union):

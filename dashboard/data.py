@@ -1,0 +1,154 @@
+"""Where the dashboard's data comes from: shipped parquet plus the user's database.
+
+Everything is read into one in-memory DuckDB database that the dashboard owns, so it
+never writes anywhere and never holds the user's file: that file is attached
+read-only just long enough to copy its tables, retrying while a sweep holds it
+(DuckDB lets no other process read while one writes).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+TABLES = ("runs", "results", "graph_breaks", "environments")
+# Rows that can arrive from both sources (a run exported to parquet and still in the
+# database) are kept once, by these keys.
+_IDENTITY = {
+    "runs": "run_id",
+    "results": "result_id",
+    "graph_breaks": "result_id, idx",
+    "environments": "env_id",
+}
+DEFAULT_RUNS_DIR = Path("data/runs")
+DEFAULT_DB = Path("data/zoo.duckdb")
+DB_ENV = "ZOO_DB"
+RUNS_DIR_ENV = "ZOO_RUNS_DIR"
+LOCK_RETRY_S = 0.25
+
+
+class DataError(Exception):
+    """The data could not be read; the message says what to do."""
+
+
+@dataclass
+class Sources:
+    """What was loaded, for the header and for friendly messages."""
+
+    runs_dir: Path
+    db_path: Path | None
+    parquet_files: int = 0
+    db_loaded: bool = False
+    problems: list[str] = field(default_factory=list)
+
+
+def default_paths() -> tuple[Path, Path]:
+    """The runs folder and database, from the environment or the defaults."""
+    return (
+        Path(os.environ.get(RUNS_DIR_ENV, DEFAULT_RUNS_DIR)),
+        Path(os.environ.get(DB_ENV, DEFAULT_DB)),
+    )
+
+
+def load(
+    runs_dir: Path = DEFAULT_RUNS_DIR,
+    db_path: Path | None = DEFAULT_DB,
+    lock_timeout_s: float = 10.0,
+) -> tuple[duckdb.DuckDBPyConnection, Sources]:
+    """An in-memory database with the tables ``runs``, ``results``, ``graph_breaks`` and
+    ``environments`` (shipped and user rows together, each row once) and the view
+    ``latest_results`` (the newest row of every cell key).
+
+    A missing source is no error (the tables may be empty); an unreadable one is noted
+    in ``Sources.problems`` and skipped, so the dashboard can still show the rest.
+    """
+    sources = Sources(runs_dir=runs_dir, db_path=db_path)
+    con = duckdb.connect(":memory:")
+    parts: dict[str, list[str]] = {table: [] for table in TABLES}
+    for table in TABLES:
+        files = sorted(runs_dir.glob(f"*/{table}.parquet")) if runs_dir.is_dir() else []
+        if not files:
+            continue
+        sources.parquet_files += len(files)
+        try:
+            con.execute(
+                f"CREATE TABLE shipped_{table} AS SELECT * FROM read_parquet(?, union_by_name=true)",
+                [[str(f) for f in files]],
+            )
+            parts[table].append(f"shipped_{table}")
+        except duckdb.Error as error:
+            sources.problems.append(f"shipped {table} under {runs_dir} unreadable: {error}")
+    if (
+        db_path is not None
+        and db_path.exists()
+        and _copy_user_tables(con, db_path, lock_timeout_s, sources)
+    ):
+        sources.db_loaded = True
+        for table in TABLES:
+            parts[table].append(f"user_{table}")
+    for table in TABLES:
+        _combine(con, table, parts[table])
+    con.execute(
+        """
+        CREATE VIEW latest_results AS
+        SELECT * FROM results
+        QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1
+        """
+    )
+    return con, sources
+
+
+def _copy_user_tables(
+    con: duckdb.DuckDBPyConnection, db_path: Path, lock_timeout_s: float, sources: Sources
+) -> bool:
+    deadline = time.monotonic() + lock_timeout_s
+    while True:
+        try:
+            con.execute("ATTACH ? AS user_db (READ_ONLY)", [str(db_path)])
+            break
+        except duckdb.Error as error:
+            locked = "lock" in str(error).lower()
+            if locked and time.monotonic() < deadline:
+                time.sleep(LOCK_RETRY_S)
+                continue
+            reason = (
+                "a sweep is writing to it; reload in a moment"
+                if locked
+                else f"it is not a readable zoo-matrix database ({error})"
+            )
+            sources.problems.append(f"{db_path} skipped: {reason}")
+            return False
+    try:
+        for table in TABLES:
+            con.execute(f"CREATE TABLE user_{table} AS SELECT * FROM user_db.{table}")
+        return True
+    except duckdb.Error as error:
+        sources.problems.append(f"{db_path} skipped: it lacks zoo-matrix tables ({error})")
+        for table in TABLES:
+            con.execute(f"DROP TABLE IF EXISTS user_{table}")
+        return False
+    finally:
+        con.execute("DETACH user_db")
+
+
+def _combine(con: duckdb.DuckDBPyConnection, table: str, parts: list[str]) -> None:
+    if not parts:
+        # No data at all: an empty table with the store's columns keeps queries valid.
+        from runner.store import empty_table_sql
+
+        con.execute(empty_table_sql(table))
+        return
+    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {part}" for part in parts)
+    con.execute(
+        f"""
+        CREATE TABLE {table} AS
+        SELECT * FROM ({union})
+        QUALIFY row_number() OVER (PARTITION BY {_IDENTITY[table]}) = 1
+        """
+    )
+    for part in parts:
+        con.execute(f"DROP TABLE {part}")
