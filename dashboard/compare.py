@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -372,12 +373,17 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     frame = compare_frames(con, a, b, args.threshold)
     unmatched = unmatched_counts(con, a, b)
-    if args.format == "csv":
-        (_changed(frame) if args.changed_only else frame).to_csv(out, index=False)
-    elif args.format == "json":
-        write_json(frame, a, b, unmatched, args.threshold, out, args.changed_only)
-    else:
-        write_text(frame, a, b, unmatched, out, args.changed_only)
+    try:
+        if args.format == "csv":
+            (_changed(frame) if args.changed_only else frame).to_csv(out, index=False)
+        elif args.format == "json":
+            write_json(frame, a, b, unmatched, args.threshold, out, args.changed_only)
+        else:
+            write_text(frame, a, b, unmatched, out, args.changed_only)
+        out.flush()
+    except BrokenPipeError:
+        # `zoo-compare ... | head` closed the pipe: the exit code still tells the verdict.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     regressions = frame["change"].isin(REGRESSIONS).sum()
     if args.fail_on_regression and regressions:
         print(f"zoo-compare: {regressions} regression(s) from A to B", file=sys.stderr)

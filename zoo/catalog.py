@@ -15,6 +15,7 @@ from zoo.spec import SUITES, ModelSpec
 # Custom models are not listed: they exist only when the user names their file.
 _SUITE_LISTERS = {
     "timm": "zoo.timm_suite",
+    "hf": "zoo.hf_suite",
 }
 
 MAX_SUGGESTIONS = 5

@@ -19,6 +19,7 @@ SUITES = ("timm", "hf", "custom")
 # ``build(spec)`` and ``example_inputs(spec, batch_size, device, seq_len)``.
 _SUITE_MODULES = {
     "timm": "zoo.timm_suite",
+    "hf": "zoo.hf_suite",
     "custom": "zoo.custom",
 }
 
@@ -31,6 +32,11 @@ class ModelSpec:
     ``family`` groups related models (for timm, the module that registers it);
     ``input_size`` is the default per-sample input shape, when the suite knows it;
     ``source`` is where a custom model lives (``/abs/path/file.py:ClassName``).
+
+    ``size``, ``max_params`` and ``device`` say how to build it; the plan sets them for
+    each cell. ``size`` is ``tiny`` or ``full`` (suites with one size, timm and custom,
+    are always ``full``); a ``full`` model above ``max_params`` parameters is built
+    shallower; ``device`` is where its weights are made.
     """
 
     id: str
@@ -40,6 +46,9 @@ class ModelSpec:
     task: str
     input_size: tuple[int, ...] | None = None
     source: str | None = None
+    size: str = "full"
+    max_params: int | None = None
+    device: str | None = None
 
     def _suite(self):
         try:
