@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.config import Cell
+from runner.gpu_lock import WAITING_PHASE
 from runner.result import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
 
 # How long a new worker may take to import torch and friends before the cell's own
@@ -56,20 +57,42 @@ class _Running:
     started_at: str
     clock_start: float | None = None
     phase: str = "starting"
+    reported: str = ""
+    # Time spent waiting for the GPU lock does not count against the timeout.
+    paused_s: float = 0.0
+    pause_started: float | None = None
+
+    def elapsed_s(self, now: float) -> float:
+        assert self.clock_start is not None
+        pausing = now - self.pause_started if self.pause_started is not None else 0.0
+        return now - self.clock_start - self.paused_s - pausing
 
 
 class Worker:
     """One child process of one kind ("torch" or "xla") and the cell it runs."""
 
-    def __init__(self, kind: str, workdir: Path, name: str, env: dict[str, str]):
+    def __init__(
+        self,
+        kind: str,
+        workdir: Path,
+        name: str,
+        env: dict[str, str],
+        lock_key: str | None = None,
+        lock_dir: Path | None = None,
+    ):
         self.kind = kind
         self.name = name
         self.workdir = workdir
         self.log_path = workdir / f"{name}.log"
         self.status_path = workdir / f"{name}.status"
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        command = [sys.executable, "-m", "runner.worker", "--status-file", str(self.status_path)]
+        if lock_key:
+            command += ["--lock-key", lock_key]
+        if lock_dir:
+            command += ["--lock-dir", str(lock_dir)]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runner.worker", "--status-file", str(self.status_path)],
+            command,
             stdin=subprocess.PIPE,
             stdout=self._log,
             stderr=subprocess.STDOUT,
@@ -125,16 +148,37 @@ class Interrupted(Exception):
 class Executor:
     """Runs cells on up to ``workers`` worker processes, one cell per worker at a time."""
 
-    def __init__(self, workdir: Path, workers: int = 1, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        workers: int = 1,
+        env: dict[str, str] | None = None,
+        gpus: list[str] | None = None,
+        lock_dir: Path | None = None,
+    ):
+        """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
+        pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
+        where the workers share one timing lock for the host."""
         self.workdir = workdir
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"
+        self.gpus = gpus or []
+        self.lock_dir = lock_dir
         self._spawned = 0
 
-    def _spawn(self, kind: str) -> Worker:
+    def _spawn(self, kind: str, slot: int) -> Worker:
         self._spawned += 1
-        return Worker(kind, self.workdir, f"worker-{self._spawned}", self.env)
+        env = dict(self.env)
+        if self.gpus:
+            gpu = self.gpus[slot % len(self.gpus)]
+            env["CUDA_VISIBLE_DEVICES"] = gpu
+            lock_key = gpu
+        else:
+            lock_key = "cpu"
+        return Worker(
+            kind, self.workdir, f"worker-{self._spawned}", env, lock_key, self.lock_dir
+        )
 
     def run(
         self,
@@ -169,7 +213,7 @@ class Executor:
                             worker.kill()
                             worker = None
                         if worker is None:
-                            worker = self._spawn(cell.config.process_kind)
+                            worker = self._spawn(cell.config.process_kind, index)
                             slots[index] = worker
                         result_path = self.workdir / f"result-{self._spawned}-{cell.key}.json"
                         worker.submit(cell, result_path)
@@ -198,21 +242,28 @@ class Executor:
         if running.clock_start is None and status:
             # The worker has imported torch: the cell's own time starts now.
             running.clock_start = time.monotonic()
+        now = time.monotonic()
         if status.startswith(running.cell.key):
-            phase = status.split(" ", 1)[1]
-            if phase != running.phase:
-                running.phase = phase
-                on_phase(running.cell, phase)
+            reported = status.split(" ", 1)[1]
+            if reported != running.reported:
+                running.reported = reported
+                if reported == WAITING_PHASE:
+                    running.pause_started = now
+                else:
+                    if running.pause_started is not None:
+                        running.paused_s += now - running.pause_started
+                        running.pause_started = None
+                    running.phase = reported
+                on_phase(running.cell, reported)
         if not worker.alive():
             # The result may have landed between the two checks above.
             if running.result_path.exists():
                 return self._finished(worker)
             return self._died(worker)
-        now = time.monotonic()
         if running.clock_start is None:
             if now - running.submitted > STARTUP_LIMIT_S:
                 return self._timed_out(worker, STARTUP_LIMIT_S)
-        elif now - running.clock_start > running.cell.timeout_s:
+        elif running.elapsed_s(now) > running.cell.timeout_s:
             return self._timed_out(worker, running.cell.timeout_s)
         return None
 

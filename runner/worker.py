@@ -12,6 +12,7 @@ dumped there.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import os
@@ -29,6 +30,10 @@ def _write_atomic(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runner.worker")
     parser.add_argument("--status-file", type=Path, required=True)
+    parser.add_argument(
+        "--lock-key", default=None, help="the GPU (UUID) whose timing lock this worker takes"
+    )
+    parser.add_argument("--lock-dir", type=Path, default=None)
     args = parser.parse_args(argv)
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
@@ -38,19 +43,38 @@ def main(argv: list[str] | None = None) -> int:
     from runner.config import Cell
     from runner.measure import measure_cell
 
+    current = {"key": "", "phase": ""}
+
+    def report_phase(phase: str) -> None:
+        current["phase"] = phase
+        _write_atomic(args.status_file, f"{current['key']} {phase}")
+
+    timing_gate = contextlib.nullcontext
+    if args.lock_key:
+        from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock
+
+        lock = GpuLock(
+            args.lock_key,
+            args.lock_dir or DEFAULT_LOCK_DIR,
+            on_wait=lambda: _write_atomic(args.status_file, f"{current['key']} {WAITING_PHASE}"),
+            on_acquired=lambda: report_phase(current["phase"]),
+        )
+        timing_gate = lock.held
+        if args.lock_key != "cpu":
+            from runner.gpu_lock import guard_inductor_benchmarking
+
+            guard_inductor_benchmarking(lock)
+
     _write_atomic(args.status_file, "ready")
     for line in sys.stdin:
         if not line.strip():
             continue
         request = json.loads(line)
         cell = Cell.from_dict(request["cell"])
+        current["key"] = cell.key
         print(f"=== zoo-matrix worker: cell {cell.key} {cell.describe()}", file=sys.stderr)
         sys.stderr.flush()
-
-        def report_phase(phase: str, key: str = cell.key) -> None:
-            _write_atomic(args.status_file, f"{key} {phase}")
-
-        result = measure_cell(cell, report_phase=report_phase)
+        result = measure_cell(cell, report_phase=report_phase, timing_gate=timing_gate)
         _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
         _write_atomic(args.status_file, "ready")
     return 0
