@@ -155,16 +155,20 @@ class Executor:
         env: dict[str, str] | None = None,
         gpus: list[str] | None = None,
         lock_dir: Path | None = None,
+        reuse_workers: bool = True,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
-        where the workers share one timing lock for the host."""
+        where the workers share one timing lock for the host. ``reuse_workers=False``
+        gives every cell a fresh process (the serial baseline of the throughput
+        benchmark)."""
         self.workdir = workdir
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"
         self.gpus = gpus or []
         self.lock_dir = lock_dir
+        self.reuse_workers = reuse_workers
         self._spawned = 0
 
     def _spawn(self, kind: str, slot: int) -> Worker:
@@ -176,9 +180,7 @@ class Executor:
             lock_key = gpu
         else:
             lock_key = "cpu"
-        return Worker(
-            kind, self.workdir, f"worker-{self._spawned}", env, lock_key, self.lock_dir
-        )
+        return Worker(kind, self.workdir, f"worker-{self._spawned}", env, lock_key, self.lock_dir)
 
     def run(
         self,
@@ -203,7 +205,8 @@ class Executor:
                         if result is not None:
                             worker.running = None
                             worker.cells_done += 1
-                            if result.status not in _HEALTHY or not worker.alive():
+                            healthy = result.status in _HEALTHY and worker.alive()
+                            if not (healthy and self.reuse_workers):
                                 worker.kill()
                                 slots[index] = worker = None
                             on_result(result)

@@ -1,0 +1,143 @@
+"""Sweep throughput: serial cells (a fresh process each, nothing overlapping) against the
+parallel runner (N workers compiling at once, timing under the per-GPU lock).
+
+Each phase fits one call of the GPU machine (10 minutes): run them separately, then
+combine. Prints cells/hour of each, their ratio, and how well per-cell speedups agree.
+
+    python benchmarks/throughput.py --phase serial   --out OUT --limit-s 500
+    python benchmarks/throughput.py --phase parallel --out OUT --workers 8
+    python benchmarks/throughput.py --phase report   --out OUT
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+DEFAULT_MODELS = (
+    "resnet18,resnet50,resnet101,vit_base_patch16_224,deit_small_patch16_224,convnext_tiny,"
+    "efficientnet_b0,regnety_016,mobilenetv3_large_100,swin_tiny_patch4_window7_224,"
+    "densenet121,inception_v3"
+)
+
+
+def _cells(args):
+    import torch
+
+    from runner import env as environment
+    from runner.plan import PlanOptions, plan_cells
+    from zoo.catalog import select
+
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    options = PlanOptions(
+        backends=tuple(args.backends.split(",")),
+        modes=tuple(args.modes.split(",")),
+        dynamic=("false",),
+        precisions=(args.precision or ("bf16" if device == "cuda" else "fp32"),),
+        steps=("infer",),
+        device=device,
+    )
+    env_id = str(environment.capture(device)["env_id"])
+    return plan_cells(select(args.models.split(",")), options, env_id).cells, device
+
+
+def _run_phase(args) -> None:
+    from runner import env as environment
+    from runner.execute import Executor
+
+    cells, device = _cells(args)
+    results = []
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory() as workdir:
+        if args.phase == "serial":
+            for cell in cells:
+                if time.monotonic() - started > args.limit_s:
+                    break
+                Executor(Path(workdir), workers=1, reuse_workers=False).run(
+                    [cell], on_result=results.append
+                )
+        else:
+            keep = _serial_keys(args.out)
+            todo = [c for c in cells if keep is None or c.key in keep]
+            gpus = environment.gpu_uuids() if device == "cuda" else []
+            Executor(Path(workdir), workers=args.workers, gpus=gpus).run(
+                todo, on_result=results.append
+            )
+    elapsed = time.monotonic() - started
+    record = {
+        "phase": args.phase,
+        "workers": 1 if args.phase == "serial" else args.workers,
+        "elapsed_s": elapsed,
+        "cells": [
+            {"key": r.cell_key, "model": r.model_id, "status": r.status, "speedup": r.speedup}
+            for r in results
+        ],
+    }
+    path = args.out / f"{args.phase}.json"
+    path.write_text(json.dumps(record, indent=1))
+    print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s -> {path}")
+
+
+def _serial_keys(out: Path) -> set[str] | None:
+    """The parallel phase runs the cells the serial phase got through, when it exists."""
+    path = out / "serial.json"
+    if not path.exists():
+        return None
+    return {cell["key"] for cell in json.loads(path.read_text())["cells"]}
+
+
+def _report(out: Path) -> None:
+    serial = json.loads((out / "serial.json").read_text())
+    parallel = json.loads((out / "parallel.json").read_text())
+    rows = []
+    for phase in (serial, parallel):
+        per_hour = len(phase["cells"]) / phase["elapsed_s"] * 3600
+        rows.append((phase["phase"], phase["workers"], len(phase["cells"]), per_hour))
+    print(f"{'phase':10} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
+    for name, workers, count, per_hour in rows:
+        print(f"{name:10} {workers:7d} {count:6d} {per_hour:11.0f}")
+    print(f"ratio parallel/serial: {rows[1][3] / rows[0][3]:.2f}x")
+    by_key = {c["key"]: c for c in serial["cells"]}
+    differences = []
+    for cell in parallel["cells"]:
+        other = by_key.get(cell["key"])
+        if other and cell["speedup"] and other["speedup"]:
+            differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
+    statuses = sum(
+        1
+        for c in parallel["cells"]
+        if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
+    )
+    if differences:
+        worst, worst_model = max(differences)
+        median = statistics.median(d for d, _ in differences)
+        print(
+            f"speedup agreement over {len(differences)} cells: median relative difference "
+            f"{median:.1%}, largest {worst:.1%} ({worst_model}); status differences: {statuses}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--phase", choices=("serial", "parallel", "report"), required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--models", default=DEFAULT_MODELS)
+    parser.add_argument("--backends", default="inductor")
+    parser.add_argument("--modes", default="default")
+    parser.add_argument("--precision", default=None)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--limit-s", type=float, default=500.0)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.phase == "report":
+        _report(args.out)
+    else:
+        _run_phase(args)
+
+
+if __name__ == "__main__":
+    main()
