@@ -24,6 +24,12 @@ _IDENTITY = {
     "graph_breaks": "result_id, idx",
     "environments": "env_id",
 }
+# The raw timing samples are the bulk of the results (hundreds of doubles a row) and no
+# page shows them (quartiles are columns of their own): they are not loaded, which
+# makes a cold start of 200,000 rows several times faster.
+_LEAN = {
+    "results": " REPLACE (NULL::DOUBLE[] AS eager_samples_ms, NULL::DOUBLE[] AS compiled_samples_ms)"
+}
 DEFAULT_RUNS_DIR = Path("data/runs")
 DEFAULT_DB = Path("data/zoo.duckdb")
 DB_ENV = "ZOO_DB"
@@ -76,7 +82,8 @@ def load(
         sources.parquet_files += len(files)
         try:
             con.execute(
-                f"CREATE TABLE shipped_{table} AS SELECT * FROM read_parquet(?, union_by_name=true)",
+                f"CREATE TABLE shipped_{table} AS SELECT *{_LEAN.get(table, '')} "
+                "FROM read_parquet(?, union_by_name=true)",
                 [[str(f) for f in files]],
             )
             parts[table].append(f"shipped_{table}")
@@ -124,7 +131,9 @@ def _copy_user_tables(
             return False
     try:
         for table in TABLES:
-            con.execute(f"CREATE TABLE user_{table} AS SELECT * FROM user_db.{table}")
+            con.execute(
+                f"CREATE TABLE user_{table} AS SELECT *{_LEAN.get(table, '')} FROM user_db.{table}"
+            )
         return True
     except duckdb.Error as error:
         sources.problems.append(f"{db_path} skipped: it lacks zoo-matrix tables ({error})")

@@ -1,5 +1,277 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+# -- pages: Matrix, Summary, Model detail, Failures (dashboard/reads.py runs them) --
+
+# Run once per load: pages read these tables, so a view never re-ranks every result row.
+# `cells` holds every result row with what the pages show, its config label (the matrix
+# column), run label, torch and GPU; `latest_cells` the newest row of each matrix cell
+# (model x config). A matrix cell can hold several cell keys (environments, batch
+# sizes): the matrix shows the newest, Model detail shows them all. Device, size and
+# step join the label only when the data holds more than one of them.
+PREPARE = (
+    """
+    CREATE OR REPLACE TABLE cells AS
+    WITH axes AS (
+        SELECT
+            count(DISTINCT device) > 1 AS show_device,
+            count(DISTINCT size) > 1 AS show_size,
+            count(DISTINCT step) > 1 AS show_step
+        FROM results
+    ),
+    labelled AS (
+        SELECT
+            r.result_id, r.run_id, coalesce(u.label, '') AS label, r.cell_key, r.model_id,
+            r.suite, coalesce(r.family, '') AS family, r.size, r.backend, r.mode, r.dynamic,
+            r.precision, r.step, r.batch_size, r.device, r.env_id, e.torch, e.gpu,
+            concat_ws(
+                ' ',
+                r.backend || CASE WHEN r.mode = 'none' THEN '' ELSE '/' || r.mode END,
+                'dyn=' || r.dynamic,
+                r.precision,
+                CASE WHEN axes.show_step THEN r.step END,
+                CASE WHEN axes.show_device THEN r.device END,
+                CASE WHEN axes.show_size THEN r.size END
+            ) AS config,
+            r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
+            r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
+            r.memory_ratio, r.accuracy_pass, r.recorded_at
+        FROM results r
+        CROSS JOIN axes
+        LEFT JOIN runs u ON u.run_id = r.run_id
+        LEFT JOIN environments e ON e.env_id = r.env_id
+    )
+    SELECT * FROM labelled
+    """,
+    # A group-by picks the newest rows several times faster than a window over them all.
+    """
+    CREATE OR REPLACE TABLE latest_cells AS
+    SELECT * FROM cells
+    WHERE result_id IN (
+        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY model_id, config
+    )
+    ORDER BY family, model_id
+    """,
+)
+
+# The filters every page applies, as named parameters (dashboard.filters.Filters.params):
+# lists of accepted values (empty: any) and a case-insensitive search text. With runs
+# chosen, the newest row of each matrix cell among those runs counts; the status filter
+# applies to that row.
+_CHOSEN = """
+    params AS (
+        SELECT
+            $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
+            $status::VARCHAR[] AS status, $backend::VARCHAR[] AS backend,
+            $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
+            $precision::VARCHAR[] AS precision, $size::VARCHAR[] AS size,
+            $device::VARCHAR[] AS device, lower($search::VARCHAR) AS search
+    ),
+    in_runs AS (
+        SELECT c.* FROM cells c, params p
+        WHERE len(p.run) > 0 AND (list_contains(p.run, c.run_id) OR list_contains(p.run, c.label))
+    ),
+    scoped AS (
+        SELECT l.* FROM latest_cells l, params p WHERE len(p.run) = 0
+        UNION ALL
+        SELECT * FROM in_runs
+        WHERE result_id IN (
+            SELECT max_by(result_id, (recorded_at, result_id)) FROM in_runs
+            GROUP BY model_id, config
+        )
+    ),
+    chosen AS (
+        SELECT s.* FROM scoped s, params p
+        WHERE (len(p.suite) = 0 OR list_contains(p.suite, s.suite))
+            AND (len(p.family) = 0 OR list_contains(p.family, s.family))
+            AND (len(p.status) = 0 OR list_contains(p.status, s.status))
+            AND (len(p.backend) = 0 OR list_contains(p.backend, s.backend))
+            AND (len(p.mode) = 0 OR list_contains(p.mode, s.mode))
+            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, s.dynamic))
+            AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
+            AND (len(p.size) = 0 OR list_contains(p.size, s.size))
+            AND (len(p.device) = 0 OR list_contains(p.device, s.device))
+            AND (p.search = '' OR contains(lower(s.model_id), p.search))
+    )
+"""
+
+# The values each filter offers. Every model and config has a newest row, so those come
+# from latest_cells (fast); statuses from every row, so a run filter never hides one.
+FACETS = """
+SELECT
+    coalesce(list(DISTINCT suite ORDER BY suite) FILTER (WHERE suite IS NOT NULL), []) AS suite,
+    coalesce(list(DISTINCT family ORDER BY family) FILTER (WHERE family <> ''), []) AS family,
+    coalesce((SELECT list(DISTINCT status) FILTER (WHERE status IS NOT NULL) FROM cells), [])
+        AS status,
+    coalesce(list(DISTINCT backend) FILTER (WHERE backend IS NOT NULL), []) AS backend,
+    coalesce(list(DISTINCT mode) FILTER (WHERE mode IS NOT NULL), []) AS mode,
+    coalesce(list(DISTINCT dynamic) FILTER (WHERE dynamic IS NOT NULL), []) AS dynamic,
+    coalesce(list(DISTINCT precision) FILTER (WHERE precision IS NOT NULL), []) AS precision,
+    coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
+    coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
+    coalesce(list(DISTINCT model_id ORDER BY model_id) FILTER (WHERE model_id IS NOT NULL), []) AS model
+FROM latest_cells
+"""
+
+RUNS = """
+SELECT run_id, coalesce(label, '') AS label, started_at, status, gpu, cells_recorded
+FROM runs
+ORDER BY started_at DESC, run_id
+"""
+
+# What the data is, for the header: counts over the newest row of every matrix cell,
+# dates over every row.
+OVERVIEW = """
+SELECT
+    count(*) AS cells,
+    count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(DISTINCT model_id) AS models,
+    count(DISTINCT config) AS configs,
+    list(DISTINCT gpu ORDER BY gpu) FILTER (WHERE gpu IS NOT NULL) AS gpus,
+    list(DISTINCT torch ORDER BY torch) FILTER (WHERE torch IS NOT NULL) AS torch_versions,
+    (SELECT min(recorded_at) FROM cells) AS first_recorded,
+    (SELECT max(recorded_at) FROM cells) AS last_recorded,
+    (SELECT count(*) FROM results) AS result_rows,
+    (SELECT count(*) FROM runs) AS runs
+FROM latest_cells
+"""
+
+# The columns (configs) and number of rows (models, families) of the filtered matrix.
+MATRIX_SHAPE = f"""
+WITH {_CHOSEN}
+SELECT
+    config, any_value(backend) AS backend, any_value(mode) AS mode,
+    any_value(dynamic) AS dynamic, any_value(precision) AS precision,
+    any_value(device) AS device, any_value(size) AS size, count(*) AS cells,
+    (SELECT count(DISTINCT model_id) FROM chosen) AS models,
+    (SELECT count(DISTINCT family) FROM chosen) AS families
+FROM chosen
+GROUP BY config
+"""
+
+# One page of matrix rows: models ordered by family then id ($limit, $offset).
+MATRIX_CELLS = f"""
+WITH {_CHOSEN},
+page AS (
+    SELECT DISTINCT family, model_id FROM chosen
+    ORDER BY family, model_id
+    LIMIT $limit OFFSET $offset
+)
+SELECT
+    c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
+    c.memory_ratio, c.error_type, c.torch, c.recorded_at
+FROM chosen c SEMI JOIN page USING (model_id)
+ORDER BY c.family, c.model_id, c.config
+"""
+
+# The matrix by family: one row per family and config.
+FAMILY_MATRIX = f"""
+WITH {_CHOSEN}
+SELECT
+    family, config,
+    count(*) AS total,
+    count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(DISTINCT model_id) AS models,
+    exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup
+FROM chosen
+GROUP BY family, config
+ORDER BY family, config
+"""
+
+# Every cell the filters show, for the CSV download.
+CHOSEN_CELLS = f"""
+WITH {_CHOSEN}
+SELECT
+    model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
+    batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
+    compile_s, eager_ms, compiled_ms, speedup, memory_ratio, accuracy_pass, torch, gpu,
+    run_id, label, recorded_at
+FROM chosen
+ORDER BY family, model_id, config
+"""
+
+# Per suite and config: pass rate, geomean speedup over passing cells, medians.
+SUMMARY = f"""
+WITH {_CHOSEN}
+SELECT
+    suite, config,
+    any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
+    any_value(precision) AS precision,
+    count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) AS total,
+    count(*) FILTER (WHERE status = 'pass' AND graph_break_count = 0) AS fullgraph,
+    exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup,
+    median(compile_s) AS median_compile_s,
+    median(memory_ratio) AS median_memory_ratio
+FROM chosen
+GROUP BY suite, config
+"""
+
+# Passing cells for the speedup charts: all of them, or a repeatable sample of
+# $max_points (ordered by a hash, so the same filters always draw the same points).
+SPEEDUP_POINTS = f"""
+WITH {_CHOSEN}
+SELECT model_id, config, backend, speedup, compile_s FROM chosen
+WHERE status = 'pass' AND speedup > 0
+ORDER BY hash(model_id, config)
+LIMIT $max_points
+"""
+
+# Failing cells grouped by their normalized error signature (the status when none).
+FAILURE_GROUPS = f"""
+WITH {_CHOSEN}
+SELECT
+    status,
+    coalesce(error_signature, error_type, status) AS signature,
+    any_value(error_type) AS error_type,
+    coalesce(list(DISTINCT error_phase) FILTER (WHERE error_phase IS NOT NULL), []) AS phases,
+    count(*) AS cells,
+    count(DISTINCT model_id) AS models,
+    list(DISTINCT model_id ORDER BY model_id) AS model_ids,
+    list(DISTINCT config ORDER BY config) AS configs,
+    min(result_id) AS example_result_id
+FROM chosen
+WHERE status <> 'pass'
+GROUP BY status, signature
+ORDER BY cells DESC, status, signature
+"""
+
+# The newest row of every cell key of one model ($model), all columns but the samples.
+MODEL_CELLS = """
+WITH params AS (SELECT $run::VARCHAR[] AS run)
+SELECT
+    r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
+    c.config, c.label, c.torch, c.gpu
+FROM results r
+JOIN cells c USING (result_id)
+CROSS JOIN params p
+WHERE r.model_id = $model
+    AND (len(p.run) = 0 OR list_contains(p.run, r.run_id) OR list_contains(p.run, c.label))
+QUALIFY row_number() OVER (PARTITION BY r.cell_key ORDER BY r.recorded_at DESC, r.result_id) = 1
+ORDER BY c.config, r.batch_size, r.env_id
+"""
+
+# Every row ever recorded for one model ($model), newest first: its history.
+MODEL_HISTORY = """
+SELECT recorded_at, config, status, speedup, compile_s, graph_break_count, torch, label, run_id
+FROM cells
+WHERE model_id = $model
+ORDER BY recorded_at DESC
+"""
+
+GRAPH_BREAKS = """
+SELECT result_id, idx, reason, user_frame, count
+FROM graph_breaks
+WHERE list_contains($result_ids::VARCHAR[], result_id)
+ORDER BY result_id, idx
+"""
+
+# One result row by id ($result_id): a failure group's example traceback.
+RESULT = """
+SELECT r.* EXCLUDE (eager_samples_ms, compiled_samples_ms), c.config
+FROM results r JOIN cells c USING (result_id)
+WHERE r.result_id = $result_id
+"""
+
 # -- compare (zoo-compare and the Compare page) --
 
 # A side of a comparison is a set of run ids or of environment ids; each query below

@@ -1,0 +1,418 @@
+"""How fast the dashboard shows the matrix on a large, synthetic data set.
+
+Writes a SYNTHETIC run folder (200,000 result rows by default: 2,000 made-up models x 20
+configs x 5 runs, ~140 timing samples per row like real cells) into a temporary
+directory, never into data/runs; starts ``streamlit run dashboard/app.py`` on it
+(``ZOO_RUNS_DIR``); drives headless Chromium with Playwright and prints a table:
+
+- cold load: server just started, every cache empty, a fresh browser: from the request
+  to the first matrix marker drawn (includes reading the parquet into DuckDB);
+- warm load: the same address again in a new tab (data cached by the server);
+- filter by URL: an address with filters (``?status=compile_error&backend=inductor``);
+- filter by widget: typing a model search in the sidebar until the matrix is redrawn;
+- next page: the matrix's page 2 through its pager.
+
+Needs ``pip install playwright`` and Debian's chromium (``apt-get install chromium``):
+
+    python benchmarks/dashboard_speed.py [--rows 200000] [--samples 140] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from dashboard import queries  # noqa: E402
+from dashboard.data import load  # noqa: E402
+from runner.config import cell_key  # noqa: E402
+from runner.store import ENVIRONMENT_COLUMNS, RESULT_TYPES, RUN_COLUMNS, SCHEMA_VERSION  # noqa: E402
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+LABEL = "SYNTHETIC benchmark data (benchmarks/dashboard_speed.py)"
+MATRIX_MARKER = ".js-plotly-plot .scatterlayer path.point"
+MODELS, FAMILIES = 2_000, 150
+CONFIGS = (
+    [
+        ("inductor", m, d, "bf16")
+        for m in ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+        for d in ("false", "true", "auto")
+    ]
+    + [("inductor", "default", d, "fp32") for d in ("false", "true")]
+    + [
+        (b, "none", d, "bf16")
+        for b in ("eager", "aot_eager", "cudagraphs")
+        for d in ("false", "true")
+    ]
+)
+STATUSES = {
+    "pass": 0.80,
+    "fail_accuracy": 0.05,
+    "compile_error": 0.08,
+    "eager_error": 0.02,
+    "oom": 0.01,
+    "timeout": 0.01,
+    "crash": 0.01,
+    "unsupported": 0.02,
+}
+SIGNATURES = [
+    f"torch._dynamo.exc.Unsupported: synthetic failure #{i}: call_function <N> in <PATH>:<N>"
+    for i in range(15)
+]
+TYPES = {
+    "VARCHAR": pa.string(),
+    "BIGINT": pa.int64(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+}
+
+
+def write_synthetic_runs(out: Path, rows: int = 200_000, samples: int = 140, runs: int = 5) -> Path:
+    """``out/<run_id>/{runs,results,graph_breaks,environments}.parquet``, all synthetic."""
+    rng = np.random.default_rng(0)
+    cells_per_run = rows // runs
+    environments = [
+        _environment("synthetic-env-torch-2.10", "2.10.0"),
+        _environment("synthetic-env-torch-2.11", "2.11.0"),
+    ]
+    start = datetime(2026, 1, 1)
+    for run_index in range(runs):
+        run_id = str(uuid.uuid4())
+        env = environments[0 if run_index < runs // 2 else 1]
+        folder = out / run_id
+        folder.mkdir(parents=True)
+        started = start + timedelta(days=run_index)
+        index = np.arange(cells_per_run)
+        model = index % MODELS
+        config = (index // MODELS) % len(CONFIGS)
+        results = _results(rng, run_id, env["env_id"], model, config, samples, started)
+        pq.write_table(results, folder / "results.parquet")
+        pq.write_table(_graph_breaks(rng, results), folder / "graph_breaks.parquet")
+        run = dict.fromkeys(RUN_COLUMNS)
+        run.update(
+            run_id=run_id,
+            label=LABEL,
+            command="synthetic: benchmarks/dashboard_speed.py",
+            started_at=started,
+            finished_at=started + timedelta(hours=10),
+            status="finished",
+            host="synthetic",
+            device="cuda",
+            gpu="SYNTHETIC GPU",
+            env_id=env["env_id"],
+            cells_planned=cells_per_run,
+            cells_recorded=cells_per_run,
+            schema_version=SCHEMA_VERSION,
+        )
+        pq.write_table(pa.Table.from_pylist([run]), folder / "runs.parquet")
+        pq.write_table(pa.Table.from_pylist([env]), folder / "environments.parquet")
+    (out / "README.txt").write_text(f"{LABEL}: made-up numbers, not measurements.\n")
+    return out
+
+
+def _environment(env_id: str, torch: str) -> dict:
+    env = {name: "synthetic" for name in ENVIRONMENT_COLUMNS}
+    env.update(env_id=env_id, torch=torch, gpu="SYNTHETIC GPU", gpu_count=1, gpu_memory_gb=1.0)
+    env.update(cpu_count=1, schema_version=SCHEMA_VERSION)
+    return env
+
+
+def _results(rng, run_id, env_id, model, config, samples, started) -> pa.Table:
+    n = len(model)
+    names = [f"synthetic/f{m % FAMILIES:03d}_model{m:04d}" for m in model]
+    axes = [CONFIGS[c] for c in config]
+    status = rng.choice(list(STATUSES), size=n, p=list(STATUSES.values()))
+    failed = ~np.isin(status, ["pass", "fail_accuracy"])
+    signature = rng.integers(0, len(SIGNATURES), n)
+    eager = rng.uniform(1, 50, n)
+    speedup = np.exp(rng.normal(0.3, 0.3, n))
+    compiled = eager / speedup
+    breaks = np.where((status == "pass") & (rng.random(n) < 0.15), rng.integers(1, 4, n), 0)
+    columns = {
+        "cell_key": [
+            cell_key(
+                dict(
+                    model_id=name,
+                    size="full",
+                    backend=b,
+                    mode=m,
+                    dynamic=d,
+                    precision=p,
+                    step="infer",
+                    batch_size=64,
+                    seq_len=None,
+                    device="cuda",
+                    env_id=env_id,
+                )
+            )
+            for name, (b, m, d, p) in zip(names, axes, strict=True)
+        ],
+        "model_id": names,
+        "suite": ["synthetic"] * n,
+        "family": [f"f{m % FAMILIES:03d}" for m in model],
+        "task": ["synthetic"] * n,
+        "size": ["full"] * n,
+        "backend": [a[0] for a in axes],
+        "mode": [a[1] for a in axes],
+        "dynamic": [a[2] for a in axes],
+        "precision": [a[3] for a in axes],
+        "step": ["infer"] * n,
+        "batch_size": np.full(n, 64),
+        "seq_len": pa.nulls(n, pa.int64()),
+        "device": ["cuda"] * n,
+        "env_id": [env_id] * n,
+        "status": status,
+        "error_type": np.where(failed, "Unsupported", None),
+        "error_phase": np.where(failed, "dynamo trace", None),
+        "error_signature": [
+            SIGNATURES[s] if f else None for s, f in zip(signature, failed, strict=True)
+        ],
+        "error_message": [
+            SIGNATURES[s] if f else None for s, f in zip(signature, failed, strict=True)
+        ],
+        "traceback_tail": [
+            (
+                "Traceback (most recent call last):\n"
+                + '  File "synthetic.py", line 1\n' * 20
+                + SIGNATURES[s]
+            )
+            if f
+            else None
+            for s, f in zip(signature, failed, strict=True)
+        ],
+        "graph_count": breaks + 1,
+        "graph_break_count": breaks,
+        "unique_break_count": breaks,
+        "recompile_count": np.zeros(n, dtype=np.int64),
+        "compile_s": rng.uniform(1, 60, n),
+        "eager_ms": eager,
+        "eager_ms_p25": eager * 0.99,
+        "eager_ms_p75": eager * 1.01,
+        "compiled_ms": compiled,
+        "compiled_ms_p25": compiled * 0.99,
+        "compiled_ms_p75": compiled * 1.01,
+        "speedup": np.where(failed, np.nan, speedup),
+        "memory_ratio": rng.uniform(0.3, 1.2, n),
+        "accuracy_pass": status != "fail_accuracy",
+        "input_shapes": ["[[64, 3, 224, 224]]"] * n,
+    }
+    offsets = pa.array(np.arange(n + 1, dtype=np.int32) * samples)
+    for name in ("eager_samples_ms", "compiled_samples_ms"):
+        columns[name] = pa.ListArray.from_arrays(offsets, pa.array(rng.uniform(1, 50, n * samples)))
+    arrays = {}
+    for name, sql in RESULT_TYPES.items():
+        value = columns.get(name)
+        if isinstance(value, pa.Array):
+            arrays[name] = value
+        elif value is None:
+            arrays[name] = pa.nulls(n, TYPES.get(sql, pa.float64()))
+        else:
+            arrays[name] = pa.array(value, TYPES[sql], from_pandas=True)
+    arrays["result_id"] = pa.array([str(uuid.uuid4()) for _ in range(n)])
+    arrays["run_id"] = pa.array([run_id] * n)
+    arrays["recorded_at"] = pa.array(
+        [started + timedelta(seconds=int(i)) for i in range(n)], pa.timestamp("us")
+    )
+    arrays["schema_version"] = pa.array(np.full(n, SCHEMA_VERSION, dtype=np.int32))
+    return pa.table(arrays)
+
+
+def _graph_breaks(rng, results: pa.Table) -> pa.Table:
+    counts = results.column("graph_break_count").to_numpy()
+    rows = np.repeat(np.arange(len(counts)), counts)
+    idx = np.concatenate([np.arange(c) for c in counts if c]) if len(rows) else np.array([])
+    take = lambda name: results.column(name).take(pa.array(rows)).to_pylist()  # noqa: E731
+    return pa.table(
+        {
+            "result_id": take("result_id"),
+            "run_id": take("run_id"),
+            "cell_key": take("cell_key"),
+            "idx": pa.array(idx.astype(np.int32)),
+            "reason": [f"synthetic break reason {int(i)}" for i in idx],
+            "user_frame": [f"synthetic_model.py:{int(i) * 10 + 7}" for i in idx],
+            "count": pa.array(np.ones(len(rows), dtype=np.int64)),
+            "schema_version": pa.array(np.full(len(rows), SCHEMA_VERSION, dtype=np.int32)),
+        }
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def start_server(runs_dir: Path, db_path: Path, port: int) -> subprocess.Popen:
+    env = dict(os.environ, ZOO_RUNS_DIR=str(runs_dir), ZOO_DB=str(db_path))
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            str(REPO / "dashboard" / "app.py"),
+            "--server.headless",
+            "true",
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--browser.gatherUsageStats",
+            "false",
+            "--server.fileWatcherType",
+            "none",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
+                if r.read() == b"ok":
+                    return server
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("streamlit did not start within 60 s")
+
+
+# The matrix's row labels (model ids), top to bottom, as a JavaScript expression.
+ROW_LABELS = (
+    "[...document.querySelectorAll('.js-plotly-plot .yaxislayer-above .ytick text')]"
+    ".map(t => t.textContent)"
+)
+
+
+def _first_row(page) -> str:
+    return page.evaluate(f"{ROW_LABELS}[0]")
+
+
+def measure(base: str, timeout_ms: int = 60_000) -> dict[str, float]:
+    """One round of the measurements against a freshly started server."""
+    from playwright.sync_api import sync_playwright
+
+    times = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        page = context.new_page()
+        start = time.perf_counter()
+        page.goto(base + "/")
+        page.get_by_text("Models 1", exact=False).first.wait_for(timeout=timeout_ms)
+        times["cold: data shown"] = time.perf_counter() - start
+        page.locator(MATRIX_MARKER).first.wait_for(timeout=timeout_ms)
+        times["cold load"] = time.perf_counter() - start
+
+        warm = context.new_page()
+        start = time.perf_counter()
+        warm.goto(base + "/")
+        warm.locator(MATRIX_MARKER).first.wait_for(timeout=timeout_ms)
+        times["warm load"] = time.perf_counter() - start
+        warm.close()
+
+        url_page = context.new_page()
+        start = time.perf_counter()
+        url_page.goto(base + "/?status=compile_error&backend=inductor")
+        url_page.locator(MATRIX_MARKER).first.wait_for(timeout=timeout_ms)
+        url_page.get_by_text("compile_error (", exact=False).first.wait_for(timeout=timeout_ms)
+        times["filter by URL"] = time.perf_counter() - start
+        url_page.close()
+
+        # A change counts once the matrix itself is redrawn: its row labels are the new ones.
+        first = _first_row(page)
+        search = page.get_by_label("Model search")
+        search.fill("model01")
+        start = time.perf_counter()
+        search.press("Enter")
+        page.wait_for_function(
+            f"() => {{ const rows = {ROW_LABELS}; "
+            "return rows.length > 0 && rows.every(t => t.includes('model01')); }",
+            timeout=timeout_ms,
+        )
+        times["filter by widget"] = time.perf_counter() - start
+
+        search.fill("")
+        search.press("Enter")
+        page.wait_for_function(f"first => {ROW_LABELS}[0] === first", arg=first, timeout=timeout_ms)
+        start = time.perf_counter()
+        page.get_by_label("Page 2", exact=True).click()
+        page.wait_for_function(
+            f"first => {{ const rows = {ROW_LABELS}; return rows.length && rows[0] !== first; }}",
+            arg=first,
+            timeout=timeout_ms,
+        )
+        times["next page"] = time.perf_counter() - start
+        browser.close()
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--samples", type=int, default=140, help="timing samples per row")
+    parser.add_argument("--repeat", type=int, default=3, help="server restarts (cold loads)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="zoo-synthetic-") as tmp:
+        runs_dir = write_synthetic_runs(Path(tmp) / "runs", args.rows, args.samples)
+        db_path = Path(tmp) / "no-user-database.duckdb"
+        start = time.perf_counter()
+        con, _ = load(runs_dir, db_path)
+        load_s = time.perf_counter() - start
+        for statement in queries.PREPARE:
+            con.execute(statement)
+        prepare_s = time.perf_counter() - start - load_s
+        (rows,) = con.execute("SELECT count(*) FROM results").fetchone()
+        con.close()
+        print(f"{rows:,} synthetic result rows ({args.samples} samples each) in {runs_dir}")
+        print(f"in this process: data.load {load_s:.2f} s, queries.PREPARE {prepare_s:.2f} s")
+        rounds = []
+        for _ in range(args.repeat):
+            port = free_port()
+            server = start_server(runs_dir, db_path, port)
+            try:
+                rounds.append(measure(f"http://127.0.0.1:{port}"))
+            finally:
+                server.terminate()
+                server.wait(timeout=30)
+    # The issue's targets: the matrix within 2 s of a cold request, a filter within 0.5 s.
+    targets = {"cold load": "< 2 s", "filter by URL": "< 0.5 s", "filter by widget": "< 0.5 s"}
+    print(f"\n{'measurement':18} {'median s':>9} {'min s':>7} {'max s':>7}   target")
+    for name in rounds[0]:
+        values = sorted(r[name] for r in rounds)
+        print(
+            f"{name:18} {values[len(values) // 2]:9.2f} {values[0]:7.2f} {values[-1]:7.2f}"
+            f"   {targets.get(name, '')}"
+        )
+    print(json.dumps({"rounds": rounds}))
+
+
+if __name__ == "__main__":
+    main()

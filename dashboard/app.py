@@ -1,0 +1,120 @@
+"""The zoo-matrix dashboard: ``zoo-dashboard`` or ``streamlit run dashboard/app.py``.
+
+Shows the results shipped under ``data/runs/`` together with the user's database
+(``data/zoo.duckdb``, or ``ZOO_RUNS_DIR`` / ``ZOO_DB``); it never writes to either. This
+script is the frame around every page: header, filters, navigation.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+# `streamlit run dashboard/app.py` puts dashboard/ on sys.path, not the checkout, so a
+# checkout that was never pip-installed could not import its own package.
+_CHECKOUT = str(Path(__file__).resolve().parents[1])
+if _CHECKOUT not in sys.path:
+    sys.path.insert(0, _CHECKOUT)
+
+import plotly.graph_objects as go  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from dashboard import filters, reads  # noqa: E402
+
+PAGES = Path(__file__).resolve().parent / "pages_"
+GET_DATA = """
+**No results to show yet.** Record some on this machine (needs the `runner` extra:
+`pip install -e '.[runner]'`):
+
+```
+zoo-run --models 'resnet*' --device cpu
+```
+
+They land in `data/zoo.duckdb`; press **Reload data** in the sidebar. Or point the
+dashboard at results you have:
+
+```
+zoo-dashboard --db path/to/zoo.duckdb --runs-dir path/to/runs
+```
+
+(the same as the environment variables `ZOO_DB` and `ZOO_RUNS_DIR`).
+"""
+
+
+def _list(values) -> str:
+    values = list(values) if values is not None else []
+    return ", ".join(values) if values else "unknown"
+
+
+def header(db: reads.Database, overview: dict) -> None:
+    first, last = (f"{overview[k]:%Y-%m-%d}" for k in ("first_recorded", "last_recorded"))
+    dates = first if first == last else f"{first} – {last}"
+    st.markdown(
+        f"**zoo-matrix** · {overview['cells']:,} cells ({overview['models']:,} models × "
+        f"{overview['configs']} configs, {overview['passed']:,} pass) · "
+        f"GPU: {_list(overview['gpus'])} · torch {_list(overview['torch_versions'])} · "
+        f"recorded {dates}"
+    )
+    st.caption(
+        f"Sources: {_sources(db.sources)} · {overview['result_rows']:,} result rows from "
+        f"{overview['runs']} runs; each cell shows its newest row."
+    )
+
+
+def _sources(sources) -> str:
+    shipped = (
+        f"{sources.parquet_files} parquet files under {sources.runs_dir}"
+        if sources.parquet_files
+        else f"no shipped results under {sources.runs_dir}"
+    )
+    if sources.db_path is None:
+        return shipped
+    if sources.db_loaded:
+        return f"{shipped} + your database {sources.db_path}"
+    if sources.db_path.exists():
+        return f"{shipped} ({sources.db_path} unreadable, see above)"
+    return f"{shipped} (no database at {sources.db_path} yet)"
+
+
+def main() -> None:
+    st.set_page_config(page_title="zoo-matrix", page_icon=":material/grid_on:", layout="wide")
+    page = st.navigation(
+        [
+            st.Page(PAGES / "matrix.py", title="Matrix", icon=":material/grid_on:", default=True),
+            st.Page(PAGES / "summary.py", title="Summary", icon=":material/bar_chart:"),
+            st.Page(PAGES / "detail.py", title="Model detail", icon=":material/search:"),
+            st.Page(PAGES / "failures.py", title="Failures", icon=":material/error:"),
+            st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+        ]
+    )
+    # plotly.js takes seconds to start in a browser on a small machine: have it start
+    # while the data loads (a first visit after a restart), not after.
+    preload = st.empty()
+    preload.plotly_chart(go.Figure(layout=dict(height=10)), config={"staticPlot": True})
+    db = reads.database()
+    preload.empty()
+    with st.sidebar:
+        st.button(
+            "Reload data", on_click=reads.reload, help="Read the sources again", width="stretch"
+        )
+    for problem in db.sources.problems:
+        st.warning(problem, icon=":material/warning:")
+    if db.error:
+        st.error(
+            f"The results could not be read: {db.error}. Check the paths (--runs-dir, --db, "
+            "or ZOO_RUNS_DIR / ZOO_DB) and press Reload data.",
+            icon=":material/error:",
+        )
+        return
+    overview = reads.overview(db)
+    if not overview["cells"]:
+        st.info(GET_DATA, icon=":material/info:")
+        st.caption(f"Looked in: {_sources(db.sources)}.")
+        return
+    header(db, overview)
+    facets = reads.facets(db)
+    st.session_state[reads.VIEW_KEY] = reads.View(db, filters.sidebar(facets), facets)
+    page.run()
+
+
+main()

@@ -1,0 +1,165 @@
+"""The filters every page applies, bound to the URL so a view can be shared by its address.
+
+Each filter is a sidebar widget bound to a query parameter of the same name
+(``?status=compile_error&backend=inductor&q=resnet``). Streamlit drops URL values that
+are not among a widget's options, and the queries take the chosen values as parameters
+(lists), so nothing typed into an address reaches SQL as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+import streamlit as st
+
+from runner.config import BACKENDS, DYNAMIC, MODES, NO_MODE, PRECISIONS
+from runner.result import STATUSES
+
+SEARCH_KEY = "q"
+SEARCH_MAX_CHARS = 100
+# Shown first in the sidebar; the rest sit under "More filters".
+MAIN_FILTERS = ("status", "family", "backend", "mode")
+MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "run")
+LABELS = {
+    "status": "Status",
+    "family": "Family",
+    "backend": "Backend",
+    "mode": "Mode (inductor)",
+    "suite": "Suite",
+    "dynamic": "Dynamic shapes",
+    "precision": "Precision",
+    "size": "Size",
+    "device": "Device",
+    "run": "Run or label",
+}
+# The order a reader expects (the CLI's), not the alphabet; unknown values go last.
+_ORDER = {
+    "status": STATUSES,
+    "backend": BACKENDS,
+    "mode": (*MODES, NO_MODE),
+    "dynamic": DYNAMIC,
+    "precision": PRECISIONS,
+}
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What the user chose; an empty tuple accepts every value."""
+
+    search: str = ""
+    run: tuple[str, ...] = ()
+    suite: tuple[str, ...] = ()
+    family: tuple[str, ...] = ()
+    status: tuple[str, ...] = ()
+    backend: tuple[str, ...] = ()
+    mode: tuple[str, ...] = ()
+    dynamic: tuple[str, ...] = ()
+    precision: tuple[str, ...] = ()
+    size: tuple[str, ...] = ()
+    device: tuple[str, ...] = ()
+
+    def params(self) -> dict[str, object]:
+        """The named parameters of the filtered queries in ``dashboard.queries``."""
+        return {
+            f.name: (getattr(self, f.name) if f.name == "search" else list(getattr(self, f.name)))
+            for f in fields(self)
+        }
+
+    def describe(self) -> str:
+        """The active filters in words (for captions and file names)."""
+        parts = [f"search '{self.search}'"] if self.search else []
+        parts += [
+            f"{name} {', '.join(values)}"
+            for name in (*MAIN_FILTERS, *MORE_FILTERS)
+            if (values := getattr(self, name))
+        ]
+        return "; ".join(parts) or "no filters"
+
+
+@dataclass(frozen=True)
+class Facets:
+    """The values each filter offers, from the data; ``runs`` maps a run option to its text."""
+
+    values: dict[str, tuple[str, ...]]
+    models: tuple[str, ...]
+    runs: dict[str, str] = field(default_factory=dict)
+
+    def options(self, name: str) -> tuple[str, ...]:
+        if name == "run":
+            return tuple(self.runs)
+        values = self.values.get(name, ())
+        order = _ORDER.get(name)
+        if order is None:
+            return values
+        rank = {value: i for i, value in enumerate(order)}
+        return tuple(sorted(values, key=lambda value: (rank.get(value, len(rank)), value)))
+
+
+def config_order(config: Mapping) -> tuple:
+    """A sort key putting configs in the CLI's axis order: backend, mode, dynamic, precision."""
+    ranks = [
+        (
+            _ORDER[axis].index(config[axis]) if config[axis] in _ORDER[axis] else 99,
+            str(config[axis]),
+        )
+        for axis in ("backend", "mode", "dynamic", "precision")
+    ]
+    return (*ranks, config["config"])
+
+
+def sort_configs(configs: list[dict]) -> list[str]:
+    """The config labels of ``configs`` (dicts with the axes and ``config``), in order."""
+    return [config["config"] for config in sorted(configs, key=config_order)]
+
+
+def _clear(keys: list[str]) -> None:
+    for key in keys:
+        st.session_state[key] = "" if key == SEARCH_KEY else []
+
+
+def sidebar(facets: Facets) -> Filters:
+    """Draw the filter widgets in the sidebar and return what they hold.
+
+    A filter whose data holds a single value is left out: it could only hide everything.
+    """
+    shown = [name for name in (*MAIN_FILTERS, *MORE_FILTERS) if len(facets.options(name)) > 1]
+    chosen: dict[str, object] = {}
+    with st.sidebar:
+        st.subheader("Filters")
+        chosen["search"] = st.text_input(
+            "Model search",
+            key=SEARCH_KEY,
+            bind="query-params",
+            max_chars=SEARCH_MAX_CHARS,
+            placeholder="part of a model id, e.g. resnet",
+        ).strip()
+        for name in (n for n in MAIN_FILTERS if n in shown):
+            chosen[name] = _multiselect(name, facets)
+        more = [name for name in MORE_FILTERS if name in shown]
+        if more:
+            active = any(st.session_state.get(name) for name in more)
+            with st.expander("More filters", expanded=active):
+                for name in more:
+                    chosen[name] = _multiselect(name, facets)
+        st.button(
+            "Clear filters",
+            on_click=_clear,
+            args=([SEARCH_KEY, *shown],),
+            disabled=not any(chosen.values()),
+            width="stretch",
+        )
+    return Filters(**{name: tuple(v) if name != "search" else v for name, v in chosen.items()})
+
+
+def _multiselect(name: str, facets: Facets) -> list[str]:
+    # No format_func: a bound widget writes the formatted option into the URL, and the
+    # URL should carry the raw value (a label or a full run id) that a user can type.
+    return st.multiselect(
+        LABELS[name],
+        facets.options(name),
+        key=name,
+        bind="query-params",
+        placeholder="any",
+        help="\n".join(f"- {text}" for text in facets.runs.values()) if name == "run" else None,
+    )

@@ -1,0 +1,177 @@
+"""Model detail: every config of one model, why it failed or broke, and how to rerun it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, reads, reproduce
+from dashboard.filters import config_order
+
+view = reads.current_view()
+db, chosen = view.db, view.filters
+model = st.selectbox(
+    "Model",
+    view.facets.models,
+    index=None,
+    key="model",
+    bind="query-params",
+    placeholder="Choose a model (type to search), or click a cell on the Matrix page",
+)
+if model is None:
+    st.info("Choose a model above to see every config it was measured in.")
+    st.stop()
+
+cells = reads.model_cells(db, model, chosen.run)
+if cells.empty:
+    st.info(f"No cells of {model} in the chosen runs ({', '.join(chosen.run)}).")
+    st.stop()
+order = sorted(range(len(cells)), key=lambda i: config_order(cells.iloc[i]))
+cells = cells.iloc[order].reset_index(drop=True)
+# Several cell keys can share a config (environments, batch sizes): tell them apart.
+repeated = cells["config"].duplicated(keep=False)
+cells.loc[repeated, "config"] = [
+    f"{row.config} · bs{row.batch_size} · torch {row.torch}" for row in cells[repeated].itertuples()
+]
+wanted = st.query_params.get("config")
+first = cells.iloc[0]
+params = first["param_count"]
+st.subheader(model)
+st.caption(
+    f"suite {first['suite']} · family {first['family']} · task {first['task']}"
+    + (f" · {params / 1e6:,.1f} M parameters" if pd.notna(params) else "")
+    + f" · {len(cells)} configs, {int((cells['status'] == 'pass').sum())} pass. Every config "
+    "of the model is shown: of the sidebar filters only the run or label applies here."
+)
+
+table = pd.DataFrame(
+    {
+        "config": cells["config"],
+        "status": cells["status"],
+        "speedup": cells["speedup"],
+        "compile s": cells["compile_s"],
+        "eager ms": cells["eager_ms"],
+        "compiled ms": cells["compiled_ms"],
+        "memory ratio": cells["memory_ratio"],
+        "graph breaks": cells["graph_break_count"],
+        "recompiles": cells["recompile_count"],
+        "accuracy": cells["accuracy_pass"].map({True: "pass", False: "fail"}),
+        "batch": cells["batch_size"],
+        "torch": cells["torch"],
+        "recorded": cells["recorded_at"],
+    }
+)
+st.dataframe(
+    table,
+    hide_index=True,
+    column_config={
+        "speedup": st.column_config.NumberColumn(format="%.2fx"),
+        "compile s": st.column_config.NumberColumn(format="%.1f"),
+        "eager ms": st.column_config.NumberColumn(format="%.3f"),
+        "compiled ms": st.column_config.NumberColumn(format="%.3f"),
+        "memory ratio": st.column_config.NumberColumn(format="%.2f"),
+        "recorded": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
+    },
+)
+st.download_button(
+    "Download this model's cells (CSV)",
+    data=cells.to_csv(index=False),
+    file_name=f"zoo-matrix-{model.replace('/', '_')}.csv",
+    mime="text/csv",
+    on_click="ignore",
+    icon=":material/download:",
+)
+st.plotly_chart(charts.latency_figure(cells), config={"displayModeBar": False})
+
+breaks = reads.graph_breaks(
+    db, tuple(cells.loc[cells["graph_break_count"].fillna(0) > 0, "result_id"])
+)
+
+
+def _plain(row: pd.Series) -> dict:
+    """The row as plain values, missing ones as None (pandas' NA has no truth value)."""
+    return {
+        name: None if not isinstance(value, list | tuple) and pd.isna(value) else value
+        for name, value in row.items()
+    }
+
+
+def _ms(cell, column: str) -> str:
+    median, p25, p75 = cell[column], cell[f"{column}_p25"], cell[f"{column}_p75"]
+    if pd.isna(median):
+        return "–"
+    spread = f" (p25 {p25:.3f}, p75 {p75:.3f})" if pd.notna(p25) and pd.notna(p75) else ""
+    return f"{median:.3f} ms{spread}"
+
+
+def _mb(value) -> str:
+    return "–" if pd.isna(value) else f"{value:,.0f} MB"
+
+
+def _number(value, fmt: str) -> str:
+    return "–" if value is None or pd.isna(value) else fmt.format(value)
+
+
+def cell_section(cell: dict) -> None:
+    if cell["error_type"] or cell["error_message"]:
+        where = f" in {cell['error_phase']}" if cell["error_phase"] else ""
+        st.error(
+            f"**{cell['error_type'] or cell['status']}**{where}: {cell['error_message'] or ''}"
+        )
+        if cell["traceback_tail"]:
+            st.caption("Traceback (tail)")
+            st.code(cell["traceback_tail"], language="text", wrap_lines=True)
+        if cell["stderr_tail"]:
+            st.caption("Worker stderr (tail)")
+            st.code(cell["stderr_tail"], language="text", wrap_lines=True)
+    metrics = st.columns(4)
+    metrics[0].metric("Speedup", _number(cell["speedup"], "{:.2f}x"))
+    metrics[1].metric("Compile", _number(cell["compile_s"], "{:.1f} s"))
+    metrics[2].metric("Memory ratio", _number(cell["memory_ratio"], "{:.2f}"))
+    metrics[3].metric("Graph breaks", _number(cell["graph_break_count"], "{:.0f}"))
+    own = breaks[breaks["result_id"] == cell["result_id"]]
+    if not own.empty:
+        st.markdown("**Graph breaks** (reason, user frame)")
+        st.dataframe(own[["reason", "user_frame", "count"]], hide_index=True)
+    st.markdown(
+        f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}\n"
+        f"- **Memory** (peak allocated / reserved): eager {_mb(cell['eager_peak_alloc_mb'])} / "
+        f"{_mb(cell['eager_peak_reserved_mb'])}; compiled {_mb(cell['compiled_peak_alloc_mb'])} / "
+        f"{_mb(cell['compiled_peak_reserved_mb'])}\n"
+        f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"
+        f" · max abs error {_number(cell['max_abs_error'], '{:.3g}')} · RMSE vs "
+        f"{cell['accuracy_ref_dtype'] or 'reference'} {_number(cell['rmse'], '{:.3g}')} "
+        f"(eager {_number(cell['eager_rmse'], '{:.3g}')})\n"
+        f"- **Graphs**: {_number(cell['graph_count'], '{:.0f}')} captured, "
+        f"{_number(cell['recompile_count'], '{:.0f}')} recompiles"
+        + (
+            f"; shape probe {cell['probe_shapes']}: "
+            f"{'ran' if cell['probe_ok'] else 'failed'}, "
+            f"{_number(cell['probe_recompiles'], '{:.0f}')} recompiles"
+            if cell["probe_shapes"]
+            else ""
+        )
+        + f"\n- **Inputs**: {cell['input_shapes'] or '–'} · {cell['precision_treatment'] or cell['precision']}"
+        f" · torch {cell['torch'] or '?'} on {cell['gpu'] or cell['device']} · run "
+        f"{cell['run_id'][:8]} {cell['label'] or ''}"
+        + (f"\n- **Notes**: {cell['notes']}" if cell["notes"] else "")
+    )
+    st.caption("Reproduce this cell")
+    st.code(reproduce.zoo_run_command(cell), language="bash", wrap_lines=True)
+    st.code(reproduce.python_snippet(cell), language="python")
+
+
+st.markdown("#### Configs")
+expand_all = len(cells) <= 2
+for _, row in cells.iterrows():
+    cell = _plain(row)
+    ok = cell["status"] == "pass"
+    icon = ":material/check_circle:" if ok else ":material/cancel:"
+    title = f"{cell['config']} — {cell['status']}"
+    if cell["speedup"] is not None:
+        title += f" · {cell['speedup']:.2f}x"
+    with st.expander(title, icon=icon, expanded=expand_all or cell["config"] == wanted):
+        cell_section(cell)
+
+with st.expander("History: every recorded row of this model"):
+    st.dataframe(reads.model_history(db, model), hide_index=True)

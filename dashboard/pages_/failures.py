@@ -1,0 +1,77 @@
+"""Failures: failing cells grouped by their normalized error signature."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import reads
+
+GROUPS_SHOWN = 30
+NAMES_SHOWN = 40
+
+
+def _names(values: list[str]) -> str:
+    shown = ", ".join(f"`{v}`" for v in values[:NAMES_SHOWN])
+    more = len(values) - NAMES_SHOWN
+    return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+view = reads.current_view()
+db, chosen = view.db, view.filters
+groups = reads.failure_groups(db, chosen)
+if groups.empty:
+    st.success(f"No failing cells under these filters ({chosen.describe()}).")
+    st.stop()
+
+columns = st.columns(3)
+columns[0].metric("Failing cells", f"{int(groups['cells'].sum()):,}")
+columns[1].metric("Error signatures", f"{len(groups):,}")
+columns[2].metric("Models with a failure", f"{len(set().union(*groups['model_ids'])):,}")
+st.caption(
+    "A signature is the error message with numbers, shapes and paths masked, so equal "
+    "failures group together; cells without one group by status."
+)
+st.dataframe(
+    pd.DataFrame(
+        {
+            "status": groups["status"],
+            "signature": groups["signature"],
+            "cells": groups["cells"],
+            "models": groups["models"],
+            "configs": groups["configs"].map(len),
+            "phases": groups["phases"].map(", ".join),
+        }
+    ),
+    hide_index=True,
+    column_config={"signature": st.column_config.TextColumn(width="large")},
+)
+st.download_button(
+    "Download the groups (CSV)",
+    data=groups.to_csv(index=False),
+    file_name="zoo-matrix-failures.csv",
+    mime="text/csv",
+    on_click="ignore",
+    icon=":material/download:",
+)
+
+st.markdown(f"#### The {min(len(groups), GROUPS_SHOWN)} largest groups")
+for index, group in groups.head(GROUPS_SHOWN).iterrows():
+    title = f"{group['status']} · {group['cells']:,} cells · {group['signature'][:120]}"
+    with st.expander(title, expanded=index == 0):
+        st.code(group["signature"], language="text", wrap_lines=True)
+        st.markdown(
+            f"**{group['models']:,} models**: {_names(list(group['model_ids']))}\n\n"
+            f"**{len(group['configs'])} configs**: {_names(list(group['configs']))}"
+        )
+        example = reads.result(db, group["example_result_id"])
+        if example is not None:
+            st.markdown(f"Example: `{example['model_id']}` · {example['config']}")
+            if example["traceback_tail"]:
+                st.code(example["traceback_tail"], language="text", wrap_lines=True)
+            st.page_link(
+                "pages_/detail.py",
+                label=f"Open {example['model_id']} in Model detail",
+                query_params={"model": example["model_id"], "config": example["config"]},
+                icon=":material/open_in_new:",
+            )

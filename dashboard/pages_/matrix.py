@@ -1,0 +1,136 @@
+"""Matrix: models (rows) by configs (columns), coloured by status or speedup.
+
+Clicking a model's cell opens Model detail on that config; clicking a family's tile
+(rows by family) narrows the filters to that family.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import streamlit as st
+
+from dashboard import charts, reads
+from runner.result import STATUSES
+
+PER_PAGE = 50
+DETAIL_PAGE = "pages_/detail.py"
+STATUS_MEANING = {
+    "pass": "eager and compiled ran and the compiled output passed the accuracy rule",
+    "fail_accuracy": "compiled ran, but its output failed the accuracy rule (timings kept)",
+    "compile_error": "compiling or running the compiled model raised",
+    "eager_error": "the model failed in plain eager (or its reference): not the compiler's fault",
+    "build_error": "the model could not be built or its inputs made",
+    "oom": "out of device memory, anywhere in the cell",
+    "timeout": "no result within the cell's timeout",
+    "crash": "the worker process died (segfault, abort, killed)",
+    "unsupported": "the configuration cannot run here, with the reason",
+}
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _open_family() -> None:
+    """A family tile was clicked: show that family's models."""
+    points = st.session_state["family_chart"].selection.points
+    if points:
+        st.session_state["family"] = [points[0]["y"]]
+        st.session_state["rows"] = "models"
+        st.session_state["page"] = 1
+
+
+view = reads.current_view()
+db, chosen = view.db, view.filters
+shape = reads.matrix_shape(db, chosen)
+if not shape.models:
+    st.info(f"No cells match the filters ({chosen.describe()}). Clear some filters in the sidebar.")
+    st.stop()
+
+# No format_func on bound widgets: the URL carries the formatted option.
+left, middle, right = st.columns([1, 1, 2], vertical_alignment="bottom")
+with left:
+    color_by = st.segmented_control(
+        "Colour by",
+        ["status", "speedup"],
+        default="status",
+        required=True,
+        key="color",
+        bind="query-params",
+    )
+with middle:
+    rows_by = st.segmented_control(
+        "Rows",
+        ["models", "families"],
+        default="models",
+        required=True,
+        key="rows",
+        bind="query-params",
+    )
+
+if rows_by == "families":
+    families = reads.family_matrix(db, chosen)
+    st.caption(
+        f"{shape.families:,} families × {_count(len(shape.configs), 'config')}, "
+        f"{_count(shape.models, 'model')}. "
+        "Colour: share of passing cells (or their geomean speedup). Click a tile to see "
+        "that family's models."
+    )
+    st.plotly_chart(
+        charts.family_matrix_figure(families, shape.configs, color_by),
+        key="family_chart",
+        on_select=_open_family,
+        selection_mode="points",
+        config={"displayModeBar": False},
+    )
+else:
+    pages = max(1, math.ceil(shape.models / PER_PAGE))
+    # A new filter starts again at the first page; the page number lives in the URL.
+    if st.session_state.get("_matrix_filters") != chosen:
+        st.session_state["_matrix_filters"] = chosen
+        if st.session_state.get("page", 1) != 1:
+            st.session_state["page"] = 1
+    with right:
+        page = (
+            st.pagination(pages, key="page", bind="query-params", width="stretch")
+            if pages > 1
+            else 1
+        )
+    page = min(page, pages)
+    cells = reads.matrix_cells(db, chosen, page, PER_PAGE)
+    models = list(dict.fromkeys(cells["model_id"]))
+    first = (page - 1) * PER_PAGE + 1
+    st.caption(
+        f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
+        f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
+        "it to open its detail**."
+    )
+    st.markdown(charts.status_legend(cells, color_by), unsafe_allow_html=True)
+    event = st.plotly_chart(
+        charts.matrix_figure(cells, shape.configs, models, color_by),
+        key="matrix_chart",
+        on_select="rerun",
+        selection_mode="points",
+        config={"displayModeBar": False},
+    )
+    if event.selection.points:
+        point = event.selection.points[0]
+        st.switch_page(DETAIL_PAGE, query_params={"model": point["y"], "config": point["x"]})
+
+st.download_button(
+    "Download these cells (CSV)",
+    data=lambda: reads.chosen_cells(db, chosen).to_csv(index=False),
+    file_name="zoo-matrix-cells.csv",
+    mime="text/csv",
+    on_click="ignore",
+    icon=":material/download:",
+    help=f"Every cell under the current filters ({chosen.describe()}), all pages",
+)
+with st.expander("What the statuses mean"):
+    st.table(
+        pd.DataFrame(
+            {"status": list(STATUSES), "meaning": [STATUS_MEANING[s] for s in STATUSES]}
+        ).set_index("status")
+    )

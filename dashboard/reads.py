@@ -1,0 +1,213 @@
+"""What the pages read: the loaded database, and every query run and cached per parameters.
+
+The database is loaded once per server (``st.cache_resource``) and shared by every
+session; each query runs on its own cursor, since one DuckDB connection must not serve
+two threads at once. Query results are cached per data load, filters and page
+(``st.cache_data``), so flipping back to a view costs nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import streamlit as st
+
+from dashboard import queries
+from dashboard.data import DEFAULT_RUNS_DIR, RUNS_DIR_ENV, Sources, default_paths, load
+from dashboard.filters import Facets, Filters, config_order, sort_configs
+
+# Results shipped with this checkout: found even when the dashboard starts elsewhere.
+CHECKOUT_RUNS_DIR = Path(__file__).resolve().parents[1] / DEFAULT_RUNS_DIR
+SPEEDUP_MAX_POINTS = 20_000
+FACET_COLUMNS = (
+    "suite",
+    "family",
+    "status",
+    "backend",
+    "mode",
+    "dynamic",
+    "precision",
+    "size",
+    "device",
+)
+
+
+@dataclass(frozen=True)
+class Database:
+    """The in-memory database of one load; ``token`` tells loads apart in cache keys."""
+
+    con: duckdb.DuckDBPyConnection | None
+    sources: Sources
+    token: str
+    error: str | None = None
+
+    def query(self, sql: str, params: dict | None = None) -> pd.DataFrame:
+        with self.con.cursor() as cursor:
+            return cursor.execute(sql, params or {}).df()
+
+
+def resolve_paths() -> tuple[Path, Path]:
+    """The runs folder and database: env vars, else ./data, else this checkout's data."""
+    runs_dir, db_path = default_paths()
+    if RUNS_DIR_ENV not in os.environ and not runs_dir.is_dir() and CHECKOUT_RUNS_DIR.is_dir():
+        runs_dir = CHECKOUT_RUNS_DIR
+    return runs_dir, db_path
+
+
+def open_database(runs_dir: Path, db_path: Path) -> Database:
+    """Load and prepare; a failure becomes ``Database.error``, never an exception."""
+    token = f"{runs_dir}|{db_path}|{time.time_ns()}"
+    try:
+        con, sources = load(runs_dir, db_path)
+        for statement in queries.PREPARE:
+            con.execute(statement)
+    except (duckdb.Error, OSError) as error:
+        sources = Sources(runs_dir=runs_dir, db_path=db_path)
+        return Database(None, sources, token, f"{type(error).__name__}: {error}")
+    return Database(con, sources, token)
+
+
+@st.cache_resource(show_spinner="Loading results…")
+def _database(runs_dir: str, db_path: str) -> Database:
+    return open_database(Path(runs_dir), Path(db_path))
+
+
+def database() -> Database:
+    runs_dir, db_path = resolve_paths()
+    return _database(str(runs_dir), str(db_path))
+
+
+def reload() -> None:
+    """Read the sources again (after a sweep recorded more cells)."""
+    st.cache_resource.clear()
+    st.cache_data.clear()
+
+
+def _cached(function):
+    """``st.cache_data`` keyed by the database's load token instead of its connection."""
+    return st.cache_data(show_spinner=False, max_entries=512, hash_funcs={Database: _token})(
+        function
+    )
+
+
+def _token(db: Database) -> str:
+    return db.token
+
+
+@_cached
+def facets(db: Database) -> Facets:
+    row = db.query(queries.FACETS).iloc[0]
+    values = {name: tuple(row[name]) for name in FACET_COLUMNS}
+    runs = db.query(queries.RUNS)
+    labels = runs[runs["label"] != ""].groupby("label", sort=False).size()
+    options = {label: f"{label} ({count} runs)" for label, count in labels.items()}
+    for run in runs.itertuples():
+        started = "" if pd.isna(run.started_at) else f" {run.started_at:%Y-%m-%d %H:%M}"
+        options[run.run_id] = f"run {run.run_id[:8]}{started} {run.label}".rstrip()
+    return Facets(values=values, models=tuple(row["model"]), runs=options)
+
+
+@_cached
+def overview(db: Database) -> dict:
+    return db.query(queries.OVERVIEW).iloc[0].to_dict()
+
+
+@dataclass(frozen=True)
+class MatrixShape:
+    configs: list[str]
+    models: int
+    families: int
+
+
+@_cached
+def matrix_shape(db: Database, filters: Filters) -> MatrixShape:
+    frame = db.query(queries.MATRIX_SHAPE, filters.params())
+    if frame.empty:
+        return MatrixShape([], 0, 0)
+    return MatrixShape(
+        sort_configs(frame.to_dict("records")),
+        int(frame["models"].iloc[0]),
+        int(frame["families"].iloc[0]),
+    )
+
+
+@_cached
+def matrix_cells(db: Database, filters: Filters, page: int, per_page: int) -> pd.DataFrame:
+    params = {**filters.params(), "limit": per_page, "offset": (page - 1) * per_page}
+    return db.query(queries.MATRIX_CELLS, params)
+
+
+@_cached
+def family_matrix(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.FAMILY_MATRIX, filters.params())
+
+
+def chosen_cells(db: Database, filters: Filters) -> pd.DataFrame:
+    """Every cell the filters show (for CSV downloads; built only when clicked)."""
+    return db.query(queries.CHOSEN_CELLS, filters.params())
+
+
+@_cached
+def summary(db: Database, filters: Filters) -> pd.DataFrame:
+    frame = db.query(queries.SUMMARY, filters.params())
+    order = sorted(
+        range(len(frame)), key=lambda i: (frame["suite"][i], config_order(frame.iloc[i]))
+    )
+    frame = frame.iloc[order].reset_index(drop=True)
+    frame["pass_rate"] = [
+        f"{round(100 * passed / total)}% ({passed}/{total})"
+        for passed, total in zip(frame["passed"], frame["total"], strict=True)
+    ]
+    return frame
+
+
+@_cached
+def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.SPEEDUP_POINTS, {**filters.params(), "max_points": SPEEDUP_MAX_POINTS})
+
+
+@_cached
+def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.FAILURE_GROUPS, filters.params())
+
+
+@_cached
+def model_cells(db: Database, model: str, run: tuple[str, ...]) -> pd.DataFrame:
+    return db.query(queries.MODEL_CELLS, {"model": model, "run": list(run)})
+
+
+@_cached
+def model_history(db: Database, model: str) -> pd.DataFrame:
+    return db.query(queries.MODEL_HISTORY, {"model": model})
+
+
+@_cached
+def graph_breaks(db: Database, result_ids: tuple[str, ...]) -> pd.DataFrame:
+    return db.query(queries.GRAPH_BREAKS, {"result_ids": list(result_ids)})
+
+
+@_cached
+def result(db: Database, result_id: str) -> dict | None:
+    frame = db.query(queries.RESULT, {"result_id": result_id})
+    return None if frame.empty else frame.iloc[0].to_dict()
+
+
+VIEW_KEY = "_zoo_view"
+
+
+@dataclass(frozen=True)
+class View:
+    """What app.py prepared for the page it runs: the data, the filters and their options."""
+
+    db: Database
+    filters: Filters
+    facets: Facets
+
+
+def current_view() -> View:
+    return st.session_state[VIEW_KEY]

@@ -1,0 +1,165 @@
+"""A tiny results fixture for the dashboard tests: one run shipped as parquet, one in the
+user's database, with a pass, a compile error with a traceback, a graph break and an
+accuracy failure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runner.config import cell_key
+from runner.export import export_runs
+from runner.result import CellResult, GraphBreak
+from runner.store import RunRecord, Store
+
+ENV = {
+    "env_id": "env-test",
+    "python": "3.11.7",
+    "torch": "2.11.0",
+    "triton": "3.6.0",
+    "cuda": "13.0",
+    "gpu": "NVIDIA H200",
+    "timm": "1.0.29",
+    "transformers": "absent",
+    "jax": "absent",
+    "jaxlib": "absent",
+    "torchax": "absent",
+    "torch_xla": "absent",
+    "driver": "580",
+    "cudnn": "91900",
+    "gpu_count": 1,
+    "gpu_memory_gb": 140.4,
+    "cpu": "x86_64",
+    "cpu_count": 16,
+    "host": "test",
+    "platform": "Linux",
+    "captured_at": "2026-01-01T00:00:00+00:00",
+}
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "runner/measure.py", line 120, in compile_phase\n'
+    "    compiled(*inputs)\n"
+    "torch._inductor.exc.InductorError: LoweringException: boom in aten.fancy_op"
+)
+SIGNATURE = "InductorError: LoweringException: boom in aten.fancy_op <N>"
+
+
+def cell(model: str, family: str, backend: str, status: str, **values) -> CellResult:
+    mode = "default" if backend == "inductor" else "none"
+    key = {
+        "model_id": f"timm/{model}",
+        "size": "full",
+        "backend": backend,
+        "mode": mode,
+        "dynamic": "false",
+        "precision": "bf16",
+        "step": "infer",
+        "batch_size": 64,
+        "seq_len": None,
+        "device": "cuda",
+        "env_id": ENV["env_id"],
+    }
+    return CellResult(
+        cell_key=cell_key(key),
+        suite="timm",
+        family=family,
+        task="image-classification",
+        status=status,
+        input_shapes="[[64, 3, 224, 224]]",
+        **key,
+        **values,
+    )
+
+
+def timed(speedup: float, compile_s: float) -> dict:
+    eager = 10.0
+    compiled = eager / speedup
+    return {
+        "speedup": speedup,
+        "compile_s": compile_s,
+        "eager_ms": eager,
+        "eager_ms_p25": eager * 0.98,
+        "eager_ms_p75": eager * 1.02,
+        "compiled_ms": compiled,
+        "compiled_ms_p25": compiled * 0.98,
+        "compiled_ms_p75": compiled * 1.02,
+        "memory_ratio": 0.8,
+        "eager_peak_alloc_mb": 500.0,
+        "compiled_peak_alloc_mb": 400.0,
+        "accuracy_pass": True,
+        "graph_count": 1,
+        "graph_break_count": 0,
+        "recompile_count": 0,
+    }
+
+
+def build(root: Path) -> tuple[Path, Path]:
+    """``root/runs`` (parquet: run "nightly") and ``root/zoo.duckdb`` (run "rerun")."""
+    shipped = Store.open(root / "shipped.duckdb")
+    shipped.record_environment(ENV)
+    nightly = RunRecord(label="nightly", command="zoo-run --models 'timm/*'", status="finished")
+    shipped.start_run(nightly)
+    shipped.write_results(
+        nightly.run_id,
+        [
+            cell(
+                "resnet18",
+                "resnet",
+                "inductor",
+                "compile_error",
+                error_type="RuntimeError",
+                error_signature="RuntimeError: old failure",
+                error_message="old failure",
+                error_phase="inductor codegen",
+                traceback_tail="old traceback",
+            ),
+            cell("resnet18", "resnet", "aot_eager", "pass", **timed(1.02, 2.0)),
+        ],
+    )
+    export_runs(root / "shipped.duckdb", root / "runs")
+    (root / "shipped.duckdb").unlink()
+
+    user = Store.open(root / "zoo.duckdb")
+    user.record_environment(ENV)
+    rerun = RunRecord(label="rerun", command="zoo-run --models resnet18", status="finished")
+    user.start_run(rerun)
+    breaks = dict(timed(1.1, 4.0), graph_count=3, graph_break_count=2, unique_break_count=2)
+    user.write_results(
+        rerun.run_id,
+        [
+            cell(
+                "resnet18", "resnet", "inductor", "pass", param_count=11_700_000, **timed(1.5, 12.0)
+            ),
+            cell(
+                "vit_tiny_patch16_224",
+                "vision_transformer",
+                "inductor",
+                "compile_error",
+                error_type="InductorError",
+                error_phase="inductor codegen",
+                error_signature=SIGNATURE,
+                error_message="LoweringException: boom in aten.fancy_op",
+                traceback_tail=TRACEBACK,
+                compile_s=3.0,
+            ),
+            cell(
+                "vit_tiny_patch16_224",
+                "vision_transformer",
+                "aot_eager",
+                "pass",
+                graph_breaks=[
+                    GraphBreak("call_function print", "timm/models/vision_transformer.py:42"),
+                    GraphBreak("data-dependent branch", "timm/layers/attention.py:7", 2),
+                ],
+                **breaks,
+            ),
+            cell(
+                "convnext_atto",
+                "convnext",
+                "inductor",
+                "fail_accuracy",
+                **dict(timed(1.8, 9.0), accuracy_pass=False, rmse=0.5, eager_rmse=0.01),
+            ),
+        ],
+    )
+    user.finish_run(rerun.run_id, "finished", 4)
+    return root / "runs", root / "zoo.duckdb"

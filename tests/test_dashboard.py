@@ -1,0 +1,363 @@
+"""The dashboard: charts and reproduction commands without Streamlit, queries against a
+small fixture, and every page through Streamlit's AppTest."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import json
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from dashboard import charts, reproduce
+from dashboard.filters import Filters
+from dashboard.reads import open_database
+from tests.dashboard_data import SIGNATURE, build
+
+APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+VIT = "timm/vit_tiny_patch16_224"
+
+
+@pytest.fixture(scope="module")
+def fixture_paths(tmp_path_factory) -> tuple[Path, Path]:
+    return build(tmp_path_factory.mktemp("zoo"))
+
+
+@pytest.fixture
+def app(fixture_paths, monkeypatch):
+    runs_dir, db_path = fixture_paths
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(runs_dir))
+    monkeypatch.setenv("ZOO_DB", str(db_path))
+    return AppTest.from_file(str(APP), default_timeout=60)
+
+
+def no_exception(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def plotly_figures(at: AppTest) -> list[go.Figure]:
+    return [go.Figure(json.loads(c.proto.spec, object_hook=_array)) for c in at.get("plotly_chart")]
+
+
+def _array(value: dict):
+    """plotly's JSON writes numpy arrays as base64 typed arrays; read them back."""
+    if set(value) >= {"dtype", "bdata"}:
+        return np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"]).tolist()
+    return value
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [c.value for c in at.code] + [i.value for i in at.info] + [w.value for w in at.warning]
+    return "\n".join(parts)
+
+
+# -- charts, without Streamlit --
+
+CELLS = pd.DataFrame(
+    {
+        "model_id": ["timm/a", "timm/a", "timm/b", "timm/c"],
+        "family": ["fa", "fa", "fa", "fb"],
+        "config": ["inductor/default", "eager", "inductor/default", "eager"],
+        "status": ["pass", "compile_error", "pass", "oom"],
+        "speedup": [1.5, None, 0.8, None],
+        "graph_break_count": [0, None, 2, None],
+        "compile_s": [10.0, None, 5.0, None],
+        "memory_ratio": [0.9, None, 1.1, None],
+    }
+)
+CONFIGS = ["inductor/default", "eager"]
+MODELS = ["timm/a", "timm/b", "timm/c"]
+
+
+def test_matrix_figure_by_status_has_a_trace_per_status_with_hover_numbers():
+    fig = charts.matrix_figure(CELLS, CONFIGS, MODELS, "status")
+    assert [t.name for t in fig.data] == ["pass (2)", "compile_error (1)", "oom (1)"]
+    passing = fig.data[0]
+    assert list(passing.x) == ["inductor/default", "inductor/default"]
+    assert list(passing.y) == ["timm/a", "timm/b"]
+    assert passing.marker.color == charts.STATUS_COLORS["pass"]
+    assert list(passing.customdata[1][:7]) == [
+        "timm/b", "inductor/default", "pass", "0.80x", "2", "5.0 s", "1.10",
+    ]  # fmt: skip
+    assert "speedup" in passing.hovertemplate and "memory ratio" in passing.hovertemplate
+    assert list(fig.layout.yaxis.categoryarray) == MODELS
+    assert list(fig.layout.xaxis.categoryarray) == CONFIGS
+    # Two families on the page: a separator line and a label for each.
+    assert len(fig.layout.shapes) == 1
+    assert [a.text for a in fig.layout.annotations] == ["fa", "fb"]
+
+
+def test_matrix_figure_by_speedup_uses_a_log_scale_and_greys_failures():
+    fig = charts.matrix_figure(CELLS, CONFIGS, MODELS, "speedup")
+    timed, failed = fig.data
+    assert list(timed.marker.color) == pytest.approx([0.58496, -0.32193], abs=1e-4)
+    assert list(timed.marker.colorbar.ticktext) == ["0.5x", "0.75x", "1x", "1.5x", "2x", "3x"]
+    assert failed.marker.color == charts.NO_SPEEDUP_COLOR
+    assert list(failed.y) == ["timm/a", "timm/c"]
+
+
+def test_status_legend_counts_and_escapes():
+    legend = charts.status_legend(CELLS.assign(status=["pass", "pass", "<b>", "oom"]), "status")
+    assert "pass (2)" in legend and "oom (1)" in legend
+    assert "&lt;b&gt; (1)" in legend and "<b>" not in legend
+
+
+def test_family_matrix_figure_colours_by_pass_rate():
+    families = pd.DataFrame(
+        {
+            "family": ["fa", "fb"],
+            "config": ["eager", "eager"],
+            "total": [4, 2],
+            "passed": [3, 0],
+            "models": [2, 1],
+            "geomean_speedup": [1.2, None],
+        }
+    )
+    fig = charts.family_matrix_figure(families, ["eager"], "status")
+    assert list(fig.data[0].marker.color) == [0.75, 0.0]
+    assert fig.data[0].customdata[0][2] == "3/4 pass (75%)"
+
+
+def test_speedup_charts():
+    points = pd.DataFrame(
+        {
+            "model_id": ["timm/a", "timm/b", "timm/c"],
+            "config": ["x", "x", "y"],
+            "backend": ["inductor", "inductor", "eager"],
+            "speedup": [0.9, 1.52, 1.54],
+            "compile_s": [3.0, 10.0, 1.0],
+        }
+    )
+    histogram = charts.speedup_histogram(points)
+    assert sum(histogram.data[0].y) == 3
+    scatter = charts.speedup_vs_compile(points)
+    assert sorted(t.name for t in scatter.data) == ["eager", "inductor"]
+    assert scatter.layout.xaxis.type == "log"
+    empty = charts.speedup_histogram(points.iloc[:0])
+    assert empty.layout.annotations[0].text == "No passing cells with a speedup."
+
+
+def test_latency_figure_has_quartile_whiskers():
+    cells = pd.DataFrame(
+        {
+            "config": ["inductor"],
+            "eager_ms": [10.0],
+            "eager_ms_p25": [9.0],
+            "eager_ms_p75": [12.0],
+            "compiled_ms": [5.0],
+            "compiled_ms_p25": [4.5],
+            "compiled_ms_p75": [5.5],
+        }
+    )
+    eager, compiled = charts.latency_figure(cells).data
+    assert list(eager.error_x.array) == [2.0] and list(eager.error_x.arrayminus) == [1.0]
+    assert list(compiled.x) == [5.0]
+
+
+# -- reproducing a cell --
+
+CELL = {
+    "model_id": "timm/resnet50",
+    "suite": "timm",
+    "backend": "inductor",
+    "mode": "default",
+    "dynamic": "false",
+    "precision": "bf16",
+    "step": "infer",
+    "batch_size": 64,
+    "device": "cuda",
+    "input_shapes": "[[64, 3, 224, 224]]",
+}
+
+
+def test_zoo_run_command_reproduces_the_cell():
+    assert reproduce.zoo_run_command(CELL) == (
+        "zoo-run --models timm/resnet50 --backends inductor --modes default --dynamic false "
+        "--precision bf16 --batch-size 64 --device cuda"
+    )
+    eager = dict(CELL, backend="eager", mode="none", model_id="custom/net:Net", suite="custom")
+    args = shlex.split(reproduce.zoo_run_command(eager))
+    assert args[1:3] == ["--module", "net.py:Net"] and "--modes" not in args
+
+
+def test_python_snippet_compiles_like_the_cell():
+    snippet = reproduce.python_snippet(CELL)
+    ast.parse(snippet)
+    assert 'timm.create_model("resnet50", pretrained=False)' in snippet
+    assert "torch.randn(64, 3, 224, 224" in snippet
+    assert 'torch.compile(model, backend="inductor", mode="default", dynamic=False)' in snippet
+    assert 'torch.autocast("cuda", dtype=torch.bfloat16)' in snippet
+    fp32 = reproduce.python_snippet(dict(CELL, precision="fp32", dynamic="auto", mode="none"))
+    ast.parse(fp32)
+    assert "allow_tf32 = False" in fp32 and "autocast" not in fp32 and "dynamic=None" in fp32
+    assert "mode=" not in fp32
+
+
+# -- queries --
+
+
+def test_queries_take_the_newest_row_per_cell_and_honour_run_filters(fixture_paths):
+    from dashboard import reads
+
+    db = open_database(*fixture_paths)
+    assert db.error is None
+    everything = reads.chosen_cells(db, Filters())
+    resnet = everything[everything["model_id"] == "timm/resnet18"].set_index("config")
+    assert resnet.loc["inductor/default dyn=false bf16", "status"] == "pass"
+    nightly = reads.chosen_cells(db, Filters(run=("nightly",)))
+    assert set(nightly["status"]) == {"compile_error", "pass"} and len(nightly) == 2
+    shape = reads.matrix_shape(db, Filters(status=("compile_error",)))
+    assert (shape.models, shape.configs) == (1, ["inductor/default dyn=false bf16"])
+
+
+def test_search_text_is_a_parameter_not_sql(fixture_paths):
+    from dashboard import reads
+
+    db = open_database(*fixture_paths)
+    hostile = "x'; DROP TABLE results; --"
+    assert reads.chosen_cells(db, Filters(search=hostile)).empty
+    assert len(reads.chosen_cells(db, Filters(search="VIT_tiny"))) == 2
+    assert db.con.execute("SELECT count(*) FROM results").fetchone()[0] == 6
+
+
+# -- pages through AppTest --
+
+
+def test_matrix_page_shows_header_matrix_and_legend(app):
+    at = no_exception(app.run())
+    page = texts(at)
+    assert "5 cells (3 models × 2 configs, 3 pass)" in page
+    assert "NVIDIA H200" in page and "torch 2.11.0" in page
+    assert "4 parquet files" in page and "your database" in page
+    assert "Models 1–3 of 3" in page
+    (fig,) = plotly_figures(at)
+    assert [t.name for t in fig.data] == [
+        "pass (3)",
+        "fail_accuracy (1)",
+        "compile_error (1)",
+    ]
+    assert list(fig.layout.yaxis.categoryarray) == [
+        "timm/convnext_atto", "timm/resnet18", VIT,
+    ]  # fmt: skip
+    assert len(at.get("download_button")) == 1
+
+
+def test_url_filters_are_validated_and_applied(app):
+    app.query_params["status"] = ["compile_error", "no-such-status"]
+    app.query_params["backend"] = "inductor"
+    at = no_exception(app.run())
+    assert at.multiselect(key="status").value == ["compile_error"]
+    assert "Models 1–1 of 1" in texts(at)
+    (fig,) = plotly_figures(at)
+    assert list(fig.data[0].y) == [VIT]
+
+
+def test_rows_by_family_and_speedup_colouring(app):
+    app.query_params["rows"] = "families"
+    app.query_params["color"] = "speedup"
+    at = no_exception(app.run())
+    (fig,) = plotly_figures(at)
+    assert sorted(set(fig.data[0].y)) == ["convnext", "resnet", "vision_transformer"]
+    assert "geomean" in fig.data[0].marker.colorbar.title.text
+
+
+def test_summary_page(app):
+    app.run()
+    at = no_exception(app.switch_page("pages_/summary.py").run())
+    table = at.dataframe[0].value.set_index("config")
+    assert table.loc["inductor/default dyn=false bf16", "pass_rate"] == "33% (1/3)"
+    assert table.loc["aot_eager dyn=false bf16", "geomean_speedup"] == pytest.approx(
+        (1.02 * 1.1) ** 0.5
+    )
+    assert table.loc["aot_eager dyn=false bf16", "median_compile_s"] == pytest.approx(3.0)
+    histogram, scatter = plotly_figures(at)
+    assert sum(histogram.data[0].y) == 3
+    assert {trace.name for trace in scatter.data} == {"inductor", "aot_eager"}
+
+
+def test_model_detail_page(app):
+    app.run()
+    app.query_params["model"] = VIT
+    at = no_exception(app.switch_page("pages_/detail.py").run())
+    page = texts(at)
+    assert "LoweringException: boom in aten.fancy_op" in page
+    assert "Traceback (most recent call last)" in page
+    assert (
+        "zoo-run --models timm/vit_tiny_patch16_224 --backends inductor --modes default "
+        "--dynamic false --precision bf16 --batch-size 64 --device cuda" in page
+    )
+    assert 'timm.create_model("vit_tiny_patch16_224", pretrained=False)' in page
+    configs, breaks = at.dataframe[0].value, at.dataframe[1].value
+    assert list(configs["status"]) == ["compile_error", "pass"]
+    assert list(breaks["user_frame"]) == [
+        "timm/models/vision_transformer.py:42",
+        "timm/layers/attention.py:7",
+    ]
+    assert "p25 9.800" in page  # the eager timing's spread
+    (latency,) = plotly_figures(at)
+    assert [t.name for t in latency.data] == ["eager", "compiled"]
+
+
+def test_model_detail_without_a_model_asks_for_one(app):
+    app.run()
+    at = no_exception(app.switch_page("pages_/detail.py").run())
+    assert "Choose a model above" in texts(at)
+
+
+def test_failures_page_groups_by_signature(app):
+    app.run()
+    at = no_exception(app.switch_page("pages_/failures.py").run())
+    groups = at.dataframe[0].value
+    assert set(groups["signature"]) == {SIGNATURE, "fail_accuracy"}
+    assert groups.set_index("signature").loc[SIGNATURE, "cells"] == 1
+    assert VIT in texts(at)
+
+
+def test_compare_page(app):
+    app.run()
+    app.query_params["a"] = "nightly"
+    app.query_params["b"] = "rerun"
+    at = no_exception(app.switch_page("pages_/compare.py").run())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["fixed"] == "1"  # resnet18 inductor: compile_error, then pass
+
+
+def test_a_broken_database_gives_a_friendly_page(tmp_path, monkeypatch):
+    broken = tmp_path / "zoo.duckdb"
+    broken.write_text("not a database")
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(tmp_path / "no-runs"))
+    monkeypatch.setenv("ZOO_DB", str(broken))
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run())
+    assert any("not a readable zoo-matrix database" in w.value for w in at.warning)
+    assert "No results to show yet" in texts(at)
+    assert "zoo-run --models" in texts(at)
+
+
+def test_no_data_at_all_says_how_to_get_some(tmp_path, monkeypatch):
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(tmp_path / "no-runs"))
+    monkeypatch.setenv("ZOO_DB", str(tmp_path / "zoo.duckdb"))
+    at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run())
+    assert "No results to show yet" in texts(at)
+    assert not at.get("plotly_chart")
+
+
+def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_path, monkeypatch):
+    from dashboard import cli
+
+    calls = []
+    monkeypatch.setattr(cli.os, "execve", lambda path, command, env: calls.append((command, env)))
+    cli.main(
+        ["--db", str(tmp_path / "my.duckdb"), "--runs-dir", str(tmp_path), "--server.port", "9"]
+    )
+    ((command, env),) = calls
+    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
+    assert command[-2:] == ["--server.port", "9"]
+    assert env["ZOO_DB"] == str(tmp_path / "my.duckdb") and env["ZOO_RUNS_DIR"] == str(tmp_path)
