@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runner.config import BACKENDS, DEVICES, DYNAMIC, MODES, PRECISIONS, STEPS
-from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded
+from runner.plan import SIZES, Plan, PlanOptions, plan_cells, shard, skip_recorded
 from zoo.errors import UsageError
 
 DEFAULT_DB = Path("data/zoo.duckdb")
@@ -57,6 +57,25 @@ def _positive(kind):
 
     parse.__name__ = kind.__name__
     return parse
+
+
+_COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def _param_count(text: str) -> int:
+    """A parameter count: ``1000000000``, ``1e9``, ``1B`` or ``500M``."""
+    number, scale = text.strip(), 1
+    if number[-1:].upper() in _COUNT_SUFFIXES:
+        number, scale = number[:-1], _COUNT_SUFFIXES[number[-1].upper()]
+    try:
+        count = int(float(number) * scale)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a parameter count; write e.g. 1B, 500M or 1e9"
+        ) from None
+    if count <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+    return count
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -112,7 +131,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-size",
         type=_positive(int),
         default=None,
-        help="default: 64 for timm on cuda, 2 on cpu",
+        help="default: 64 for timm and 16 for hf on cuda, 2 on cpu",
+    )
+    cell.add_argument(
+        "--seq-len",
+        type=_positive(int),
+        default=None,
+        help="sequence length of text and speech models (hf); default: 128 on cuda, 16 on "
+        "cpu; image models (timm) take none",
+    )
+    cell.add_argument(
+        "--size",
+        choices=SIZES,
+        default=None,
+        help="hf models: full (the config's defaults) or tiny (2 layers, hidden size 64); "
+        "default: full on cuda, tiny on cpu. timm models have one size, full",
+    )
+    cell.add_argument(
+        "--max-params",
+        type=_param_count,
+        default=None,
+        metavar="COUNT",
+        help="full-size hf models above this many parameters are built with fewer layers "
+        "(and the cell's notes say so); default 1B",
     )
     cell.add_argument(
         "--device",
@@ -169,7 +210,10 @@ def make_plan(args, device: str, env_id: str) -> Plan:
         steps=args.step,
         device=device,
         batch_size=args.batch_size,
+        seq_len=args.seq_len,
         timeout_s=args.timeout,
+        size=args.size or ("full" if device == "cuda" else "tiny"),
+        max_params=args.max_params,
     )
     plan = plan_cells(specs, options, env_id)
     if args.shard:

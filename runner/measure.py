@@ -199,6 +199,8 @@ class _Measurement:
         self.enter("build")
         if model is None:
             model = self.cell.spec.build()
+        # What the build changed from the model's defaults (an hf depth cut) is data.
+        self.notes.extend(getattr(model, "build_notes", ()))
         self.model = model.eval().to(self.device)
         self.result.param_count = sum(p.numel() for p in self.model.parameters())
         self.result.precision_treatment = self.precision_treatment()

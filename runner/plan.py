@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from runner.config import NO_MODE, Cell, CellConfig
 from runner.result import RETRY_STATUSES
@@ -23,7 +23,20 @@ AUTOTUNE_TIMEOUT_S = 900.0
 DEFAULT_BATCH = {
     ("timm", "cuda"): 64,
     ("timm", "cpu"): 2,
+    ("hf", "cuda"): 16,
+    ("hf", "cpu"): 2,
 }
+
+# Sequence length per suite and device when --seq-len is not given. Suites not named
+# here take no sequence (timm images): their cells record None whatever is asked.
+DEFAULT_SEQ_LEN = {
+    ("hf", "cuda"): 128,
+    ("hf", "cpu"): 16,
+}
+
+# Suites that build a model at more than one size; the others are always "full".
+SIZED_SUITES = ("hf",)
+SIZES = ("tiny", "full")
 
 # Rough seconds per cell for --dry-run, from costs measured on an H200 with 16
 # cores (process start and imports 7-10 s, inductor compile 12-51 s, timing about
@@ -51,6 +64,7 @@ class PlanOptions:
     seq_len: int | None = None
     timeout_s: float | None = None
     size: str = "full"
+    max_params: int | None = None
 
 
 @dataclass
@@ -104,6 +118,20 @@ def default_batch_size(spec: ModelSpec, device: str) -> int | None:
     return DEFAULT_BATCH.get((spec.suite, device))
 
 
+def seq_len_for(spec: ModelSpec, options: PlanOptions) -> int | None:
+    default = DEFAULT_SEQ_LEN.get((spec.suite, options.device))
+    if default is None:
+        return None
+    return options.seq_len or default
+
+
+def spec_for_cell(spec: ModelSpec, options: PlanOptions) -> ModelSpec:
+    """The spec as the cell builds it: its size, parameter limit and device."""
+    if spec.suite not in SIZED_SUITES:
+        return spec
+    return replace(spec, size=options.size, max_params=options.max_params, device=options.device)
+
+
 def default_timeout_s(config: CellConfig) -> float:
     return AUTOTUNE_TIMEOUT_S if config.mode.startswith("max-autotune") else DEFAULT_TIMEOUT_S
 
@@ -121,21 +149,30 @@ def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) ->
     """Every model x every config that can run on the device, model by model."""
     kept, dropped = configs(options)
     cells = []
+    one_size = 0
     for spec in specs:
         batch = options.batch_size or default_batch_size(spec, options.device)
+        cell_spec = spec_for_cell(spec, options)
+        one_size += cell_spec.size != options.size
         for config in kept:
             cells.append(
                 Cell(
-                    spec=spec,
+                    spec=cell_spec,
                     config=config,
-                    size=options.size,
+                    size=cell_spec.size,
                     batch_size=batch,
-                    seq_len=options.seq_len,
+                    seq_len=seq_len_for(spec, options),
                     device=options.device,
                     env_id=env_id,
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
+    if one_size:
+        plural = "s" if one_size > 1 else ""
+        dropped.append(
+            f"size {options.size}: {one_size} model{plural} of suites with one size "
+            "(timm, custom) run at size full"
+        )
     return Plan(cells=cells, dropped=dropped)
 
 

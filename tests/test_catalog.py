@@ -62,7 +62,7 @@ def test_listing_is_fast_and_builds_nothing(monkeypatch):
 
     monkeypatch.setattr(timm, "create_model", refuse)
     start = time.perf_counter()
-    specs = list_all()
+    specs = list_all("timm")
     assert time.perf_counter() - start < 10
     assert len(specs) == len(timm.list_models())
     # The patch is the one building goes through, so listing really did not build.
@@ -114,7 +114,7 @@ def test_unknown_pattern_with_suite_prefix_suggests_ids():
 
 
 def test_unknown_suite():
-    with pytest.raises(UsageError, match="unknown suite 'nope'; choose one of: all, timm"):
+    with pytest.raises(UsageError, match="unknown suite 'nope'; choose one of: all, timm, hf"):
         select(None, suite="nope")
 
 

@@ -18,6 +18,8 @@ _SUITE_LISTERS = {
     "hf": "zoo.hf_suite",
 }
 
+SUITE_CHOICES = ("all", *_SUITE_LISTERS)
+
 MAX_SUGGESTIONS = 5
 
 
@@ -28,7 +30,7 @@ def list_all(suite: str = "all") -> list[ModelSpec]:
     elif suite in _SUITE_LISTERS:
         suites = [suite]
     else:
-        known = ", ".join(["all", *_SUITE_LISTERS])
+        known = ", ".join(SUITE_CHOICES)
         raise UsageError(f"unknown suite {suite!r}; choose one of: {known}")
     specs = [
         spec
