@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import socket
 import sys
@@ -179,6 +180,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     run.add_argument("--shard", type=_shard, default=None, metavar="K/N")
     run.add_argument("--label", default=None, help="a name for this sweep")
+    run.add_argument(
+        "--workers",
+        type=_positive(int),
+        default=None,
+        help="cells built and compiled at once; timing always holds one lock per GPU "
+        "(default on cuda: from CPU cores and GPU memory; 1 on cpu)",
+    )
     return parser
 
 
@@ -275,7 +283,21 @@ def _run(args, argv: list[str] | None) -> int:
     return _execute(args, argv, plan, env, store, console, out, device)
 
 
+def default_workers(device: str, env) -> int:
+    """On CUDA, as many workers as half the cores (compiling is CPU-bound) and one per
+    ~16 GiB of GPU memory allow, at most 8 per GPU; on CPU one, as timing shares the
+    cores that compile."""
+    if device != "cuda":
+        return 1
+    gpus = max(1, int(env.get("gpu_count") or 1))
+    memory_gb = float(env.get("gpu_memory_gb") or 16.0)
+    by_cores = max(1, (os.cpu_count() or 2) // 2)
+    by_memory = max(1, int(memory_gb // 16)) * gpus
+    return max(1, min(by_cores, by_memory, 8 * gpus))
+
+
 def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> int:
+    from runner import env as environment
     from runner.execute import Executor, Interrupted
     from runner.report import cell_line, make_progress, summary_table
     from runner.store import RunRecord
@@ -300,7 +322,12 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
             cells_recorded=0,
         )
     )
-    console.print(f"run {run_id} · {len(plan.cells)} cells · {device} · database {args.db}")
+    gpus = environment.gpu_uuids() if device == "cuda" else []
+    workers = min(args.workers or default_workers(device, env), len(plan.cells))
+    console.print(
+        f"run {run_id} · {len(plan.cells)} cells · {device} · {workers} worker(s) · "
+        f"database {args.db}"
+    )
     results = []
     total = len(plan.cells)
     progress = make_progress(console)
@@ -322,7 +349,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
         try:
-            Executor(Path(workdir)).run(
+            Executor(Path(workdir), workers=workers, gpus=gpus).run(
                 plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase
             )
         except Interrupted:

@@ -141,3 +141,17 @@ def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
     assert result.status == "pass", result.error_message
     assert result.wall_s > 15  # it really waited past its timeout
     assert "waiting for the GPU" in [phase for _, phase in phases]
+
+
+def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys):
+    import duckdb
+
+    from runner.cli import main
+
+    db = tmp_path / "zoo.duckdb"
+    args = ["--models", "test_resnet,test_vit", "--backends", "eager", "--device", "cpu"]
+    assert main([*args, "--workers", "2", "--db", str(db)]) == 0
+    assert "2 worker(s)" in capsys.readouterr().err
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute("SELECT model_id, status FROM results ORDER BY model_id").fetchall()
+    assert rows == [("timm/test_resnet", "pass"), ("timm/test_vit", "pass")]
