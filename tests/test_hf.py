@@ -1,0 +1,211 @@
+"""The HuggingFace suite: listing, tiny and full builds, inputs, and real cells on CPU.
+
+Nothing is downloaded: HF_HUB_OFFLINE makes any attempt fail instead.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import pytest
+import torch
+
+from runner.cli import main as zoo_run
+from runner.config import Cell, CellConfig
+from runner.measure import measure_cell
+from runner.plan import PlanOptions, plan_cells
+from zoo import _hf_builder, hf_suite, select
+from zoo.cli import main as zoo_list
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# One architecture per kind of input and model: encoder, decoder, encoder-decoder,
+# vision, speech.
+SAMPLE = {
+    "BertForMaskedLM": ("bert", "masked-lm"),
+    "LlamaForCausalLM": ("llama", "causal-lm"),
+    "T5ForConditionalGeneration": ("t5", "seq2seq-lm"),
+    "ViTForImageClassification": ("vit", "image-classification"),
+    "Wav2Vec2Model": ("wav2vec2", "base"),
+}
+
+
+def hf_spec(name: str, size: str = "tiny", **settings):
+    (spec,) = select([f"hf/{name}"], suite="hf")
+    return replace(spec, size=size, device="cpu", **settings)
+
+
+# -- listing ---------------------------------------------------------------------------
+
+
+def test_listing_reads_the_auto_mappings_and_imports_no_model():
+    # A fresh interpreter: this one has imported model modules for the other tests.
+    code = (
+        "import json, sys\n"
+        "from zoo.hf_suite import list_specs\n"
+        "specs = list_specs()\n"
+        "models = [m for m in sys.modules if m.startswith('transformers.models.')"
+        " and '.modeling_' in m]\n"
+        "print(json.dumps({'ids': [s.id for s in specs], 'tasks': [s.task for s in specs],"
+        " 'models': models}))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    listed = json.loads(out.splitlines()[-1])
+    assert listed["models"] == ["transformers.models.auto.modeling_auto"]
+    assert len(listed["ids"]) == len(set(listed["ids"])) >= 400
+    assert {"causal-lm", "masked-lm", "seq2seq-lm", "image-classification", "ctc"} <= set(
+        listed["tasks"]
+    )
+
+
+def test_sample_specs():
+    by_name = {spec.name: spec for spec in hf_suite.list_specs()}
+    for name, (family, task) in SAMPLE.items():
+        spec = by_name[name]
+        assert spec.id == f"hf/{name}" and spec.suite == "hf"
+        assert (spec.family, spec.task) == (family, task)
+    # A class that serves two model types belongs to the one its name says.
+    assert by_name["GPT2LMHeadModel"].family == "gpt2"
+
+
+def test_zoo_list_suite_and_counts(capsys):
+    assert zoo_list(["--suite", "hf", "--models", "*bert*"]) == 0
+    ids = capsys.readouterr().out.split()
+    assert "hf/BertForMaskedLM" in ids and all(i.startswith("hf/") for i in ids)
+    assert zoo_list(["--suite", "hf", "--counts", "--format", "json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert list(counts) == ["hf"] and sum(counts["hf"].values()) >= 400
+    assert counts["hf"]["causal-lm"] > 100
+
+
+# -- sizes -----------------------------------------------------------------------------
+
+
+def test_tiny_configs_are_small_and_consistent():
+    llama = _hf_builder.recipe_for(hf_spec("LlamaForCausalLM")).config
+    assert (llama.num_hidden_layers, llama.hidden_size, llama.intermediate_size) == (2, 64, 128)
+    assert llama.num_attention_heads * llama.head_dim == llama.hidden_size
+    assert llama.num_attention_heads % llama.num_key_value_heads == 0
+    t5 = _hf_builder.recipe_for(hf_spec("T5ForConditionalGeneration")).config
+    assert (t5.num_layers, t5.num_decoder_layers, t5.d_model, t5.num_heads) == (2, 2, 64, 4)
+
+
+def test_full_llama_is_cut_to_fit_on_the_meta_device():
+    spec = hf_spec("LlamaForCausalLM", size="full")
+    recipe = _hf_builder.recipe_for(spec)
+    default_params = _hf_builder.count_params(recipe.model_class, recipe.config)
+    assert default_params > 6e9
+    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
+    params = _hf_builder.count_params(recipe.model_class, config)
+    assert params <= 10**9
+    # The deepest that fits: one more layer would not.
+    deeper = type(config).from_dict(
+        {**config.to_dict(), "num_hidden_layers": config.num_hidden_layers + 1}
+    )
+    assert _hf_builder.count_params(recipe.model_class, deeper) > 10**9
+    assert note.startswith(f"depth cut from 32 to {config.num_hidden_layers} layers to fit 1B")
+    # A model under the limit keeps its depth.
+    assert _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**10) == (
+        recipe.config,
+        None,
+    )
+
+
+def test_full_build_is_cut_initialized_and_noted():
+    model = hf_spec("BertModel", size="full", max_params=50 * 10**6).build()
+    (note,) = model.build_notes
+    assert note.startswith("depth cut from 12 to ") and "to fit 50M params" in note
+    assert sum(p.numel() for p in model.parameters()) <= 50 * 10**6
+    weights = model.model.encoder.layer[0].attention.self.query.weight
+    # Initialized as the model's own init does (normal, std 0.02), not empty memory.
+    assert torch.isfinite(weights).all() and 0.015 < weights.std().item() < 0.025
+
+
+# -- inputs ----------------------------------------------------------------------------
+
+
+def test_inputs_are_deterministic_and_within_the_vocabulary():
+    spec = hf_spec("BertForMaskedLM")
+    ids, mask = spec.example_inputs(3, "cpu", 10)
+    torch.manual_seed(1234)
+    again = spec.example_inputs(3, "cpu", 10)
+    assert torch.equal(ids, again[0]) and torch.equal(mask, again[1])
+    config = _hf_builder.recipe_for(spec).config
+    assert ids.shape == mask.shape == (3, 10) and ids.dtype == torch.long
+    assert ids.min() >= 0 and ids.max() < config.vocab_size
+    assert config.pad_token_id not in ids and torch.equal(mask, torch.ones(3, 10).long())
+
+
+def test_inputs_follow_the_model():
+    (pixels,) = hf_spec("ViTForImageClassification").example_inputs(2, "cpu", 16)
+    assert pixels.shape == (2, 3, 224, 224)
+    (audio,) = hf_spec("Wav2Vec2Model").example_inputs(2, "cpu", 16)
+    assert audio.shape == (2, 16 * 320)
+    ids, mask, decoder_ids = hf_spec("T5ForConditionalGeneration").example_inputs(2, "cpu", 8)
+    assert ids.shape == mask.shape == decoder_ids.shape == (2, 8)
+    features, decoder_ids = hf_spec("WhisperModel").example_inputs(2, "cpu", 16)
+    assert features.shape == (2, 80, 3000)  # Whisper takes exactly 30 s of frames
+    assert decoder_ids.shape == (2, 16)
+
+
+# -- cells -----------------------------------------------------------------------------
+
+
+def test_plan_gives_hf_cells_their_size_batch_and_sequence():
+    specs = select(["hf/BertForMaskedLM", "timm/test_resnet"])
+    options = PlanOptions(("eager",), ("default",), ("false",), ("fp32",), ("infer",), "cpu")
+    tiny = plan_cells(specs, replace(options, size="tiny"), "env")
+    by_suite = {cell.spec.suite: cell for cell in tiny.cells}
+    hf, timm = by_suite["hf"], by_suite["timm"]
+    assert (hf.size, hf.spec.size, hf.batch_size, hf.seq_len) == ("tiny", "tiny", 2, 16)
+    assert (timm.size, timm.seq_len) == ("full", None)
+    assert tiny.dropped == [
+        "size tiny: 1 model of suites with one size (timm, custom) run at size full"
+    ]
+    bert = [spec for spec in specs if spec.suite == "hf"]
+    cuda = plan_cells(bert, replace(options, device="cuda", max_params=5), "env")
+    (cell,) = cuda.cells
+    assert (cell.size, cell.batch_size, cell.seq_len, cell.spec.max_params) == ("full", 16, 128, 5)
+    assert cell.spec.device == "cuda" and cell.key != tiny.cells[0].key
+
+
+def test_depth_cut_is_in_the_cell_notes():
+    spec = hf_spec("BertModel", size="full", max_params=30 * 10**6)
+    cell = Cell(spec, CellConfig("eager", "none", "false", "fp32"), "full", 2, 8, "cpu", "env")
+    result = measure_cell(cell)
+    assert result.status == "pass", result.error_message
+    assert "depth cut from 12 to" in result.notes and "to fit 30M params" in result.notes
+
+
+def test_sample_cells_pass_eager_and_aot_eager(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    models = ",".join(f"hf/{name}" for name in SAMPLE)
+    args = ["--models", models, "--backends", "eager,aot_eager", "--device", "cpu"]
+    assert zoo_run([*args, "--db", str(db)]) == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "SELECT model_id, backend, status, size, batch_size, seq_len, error_message, "
+            "accuracy_pass, graph_count FROM results ORDER BY model_id, backend"
+        ).fetchall()
+    assert len(rows) == 2 * len(SAMPLE)
+    for model_id, backend, status, size, batch, seq, error, accurate, graphs in rows:
+        assert status == "pass", f"{model_id} {backend}: {error}"
+        assert (size, batch, seq) == ("tiny", 2, 16) and accurate and graphs >= 1
+
+
+@pytest.mark.parametrize("name", ["NotAModelForAnything"])
+def test_an_unbuildable_class_raises_a_reason(name):
+    spec = replace(hf_spec("BertModel"), name=name, id=f"hf/{name}")
+    with pytest.raises(RuntimeError, match=f"transformers cannot import {name}"):
+        spec.build()
