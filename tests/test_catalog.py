@@ -76,7 +76,9 @@ def test_listing_is_fast_and_builds_nothing(monkeypatch):
 def test_no_patterns_selects_everything():
     everything = list_all()
     assert ids(select(None)) == ids(select([])) == ids(select([" , "])) == ids(everything)
-    assert ids(everything) == sorted(ids(everything))
+    # Suites in their fixed order (timm, hf, custom), each sorted by id.
+    order = [(catalog.SUITES.index(spec.suite), spec.id) for spec in everything]
+    assert order == sorted(order) and {spec.suite for spec in everything} == {"timm", "hf"}
 
 
 def test_globs_match_id_or_bare_name_case_insensitively():
@@ -251,6 +253,10 @@ def test_zoo_list_json(capsys):
         "task": "image-classification",
         "input_size": [3, 224, 224],
         "source": None,
+        # how to build it: set per cell by the plan, defaults in a listing
+        "size": "full",
+        "max_params": None,
+        "device": None,
     }
     assert rows[1]["source"] == f"{TOY_MODELS.resolve()}:TinyMLP"
 

@@ -5,6 +5,7 @@ Imported only to build: it imports torch and transformers at the top.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import inspect
@@ -14,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import huggingface_hub
 import torch
 import transformers
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -62,6 +64,7 @@ TINY_WIDTHS = {
     "mamba_n_groups": 1,
     "kv_lora_rank": 32,
     "q_lora_rank": 32,
+    "embedding_size": 64,
     "qk_nope_head_dim": 16,
     "qk_rope_head_dim": 16,
     "v_head_dim": 16,
@@ -146,6 +149,8 @@ FAMILY_TINY: dict[str, dict[str, Any]] = {
         "indexer_budget": 8,
         "indexer_compress_ratio": 4,
     },
+    # Swin-style audio encoder: the widest stage is 8 times the patch embedding.
+    "clap_audio_model": {"patch_embeds_hidden_size": 8},
     # Liquid's MoE default leaves its layer kinds unset: one convolution, one attention.
     "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
     # The upsampling convolution is depthwise: one group per channel.
@@ -253,14 +258,37 @@ def build(spec: ModelSpec) -> KeywordModel:
     # Constructed on its device (weights initialized there, never on the host first),
     # from a fixed seed so that every run measures the same weights.
     forked = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=forked), device:
+    with offline(), torch.random.fork_rng(devices=forked), device:
         torch.manual_seed(INIT_SEED)
         model = recipe.model_class(config)
     return KeywordModel(model, recipe.input_names, tuple(notes))
 
 
+@contextlib.contextmanager
+def offline():
+    """The Hugging Face Hub unreachable, whatever the environment says: a default config
+    that fetches another from the Hub (EdgeTAM's backbone) fails instead of downloading.
+    huggingface_hub and transformers read this flag at every request."""
+    saved = huggingface_hub.constants.HF_HUB_OFFLINE
+    huggingface_hub.constants.HF_HUB_OFFLINE = True
+    try:
+        yield
+    except OSError as exc:
+        raise RuntimeError(
+            f"the default config needs files from the Hugging Face Hub, and zoo-matrix "
+            f"downloads nothing: {exc}"
+        ) from exc
+    finally:
+        huggingface_hub.constants.HF_HUB_OFFLINE = saved
+
+
 @functools.cache
 def recipe_for(spec: ModelSpec) -> Recipe:
+    with offline():
+        return _recipe(spec)
+
+
+def _recipe(spec: ModelSpec) -> Recipe:
     try:
         model_class = getattr(transformers, spec.name)
     except (AttributeError, ImportError) as exc:
@@ -335,9 +363,8 @@ def tiny_config(config, model_class: type | None = None):
     _walk(data, lambda d: _shrink_width_aliases(d, old_widths))
     _walk(data, lambda d: _set_depth(d, lambda n: min(n, TINY_LAYERS)))
     _walk(data, _family_settings)
-    if model_class is not None and _code_reads(model_class, "mrope_section"):
-        _add_rope_sections(data)
-    _walk(data, lambda d: _add_rope_sections(d) if _type_reads(d, "mrope_section") else None)
+    model_reads = model_class is not None and _code_reads(model_class, "mrope_section")
+    _walk(data, lambda d: _add_rope_sections(d) if model_reads or _type_reads(d) else None)
     return _from_dict(type(config), data)
 
 
@@ -345,7 +372,7 @@ def _code_reads(model_class: type, setting: str) -> bool:
     return f'"{setting}"' in inspect.getsource(sys.modules[model_class.__module__])
 
 
-def _type_reads(data: dict[str, Any], setting: str) -> bool:
+def _type_reads(data: dict[str, Any], setting: str = "mrope_section") -> bool:
     """Whether the base model of a (sub-)config's model type reads ``setting``: a
     composite model builds its parts from their configs (Glm46V's text model is
     Glm4v's)."""
@@ -358,7 +385,10 @@ def _add_rope_sections(data: dict[str, Any]) -> None:
     """Multimodal rotary embeddings split the rotary half of a head into three sections
     (time, height, width) whose default sizes fit the full-size head only."""
     rope = data.get("rope_parameters")
-    if not isinstance(rope, dict) or "mrope_section" in rope or "vocab_size" not in data:
+    # Only a complete set of rotary settings: an empty one is a broken default.
+    if not isinstance(rope, dict) or "rope_type" not in rope or "vocab_size" not in data:
+        return
+    if "mrope_section" in rope:
         return
     partial = rope.get("partial_rotary_factor") or data.get("partial_rotary_factor") or 1.0
     half = int((_head_dim(data) or TINY_WIDTHS["head_dim"]) * partial) // 2
@@ -583,7 +613,7 @@ def _layer_counts(data: dict[str, Any]) -> list[int]:
 
 def count_params(model_class: type, config) -> int:
     """Parameters of ``model_class(config)``, built on the meta device (nothing allocated)."""
-    with torch.device("meta"):
+    with offline(), torch.device("meta"):
         model = model_class(config)
     return sum(p.numel() for p in model.parameters())
 
