@@ -31,6 +31,8 @@ INPUT_SEED = 0
 INIT_SEED = 0
 
 TINY_LAYERS = 2
+# The largest tiny models are embedding tables (RemBERT's 250k x 1664 output embedding).
+TINY_MAX_PARAMS = 2_000_000_000
 # Settings of a tiny model, under every name transformers' configs give them. Only the
 # names a config has are set, and only to shrink them.
 TINY_WIDTHS = {
@@ -254,6 +256,15 @@ def build(spec: ModelSpec) -> KeywordModel:
         config, note = fit_depth(recipe.model_class, config, spec.max_params or DEFAULT_MAX_PARAMS)
         if note:
             notes.append(note)
+    else:
+        params = count_params(recipe.model_class, config)
+        if params > TINY_MAX_PARAMS:
+            # A width the tiny settings do not know (Inkling's vision tower) left the
+            # model huge: an error that says so beats a worker killed for memory.
+            raise RuntimeError(
+                f"the tiny config of {spec.name} still has {_human(params)} parameters "
+                f"(limit {_human(TINY_MAX_PARAMS)}): a setting of this family is not shrunk"
+            )
     device = torch.device(spec.device or "cpu")
     # Constructed on its device (weights initialized there, never on the host first),
     # from a fixed seed so that every run measures the same weights.
