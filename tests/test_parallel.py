@@ -47,19 +47,25 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         assert start >= end, spans  # no two holders at once
 
 
-def test_a_dead_holder_releases_the_lock(tmp_path):
+def _hold_lock_elsewhere(key: str, lock_dir: Path, seconds: float) -> subprocess.Popen:
+    """Another process that holds the lock ``key`` for ``seconds``; returns once it does."""
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
             "import time; from pathlib import Path; from runner.gpu_lock import GpuLock; "
-            f"l = GpuLock('GPU-x', Path({str(tmp_path)!r})); cm = l.held(); cm.__enter__(); "
-            "print('held', flush=True); time.sleep(600)",
+            f"held = GpuLock({key!r}, Path({str(lock_dir)!r})).held(); held.__enter__(); "
+            f"print('held', flush=True); time.sleep({seconds})",
         ],
         stdout=subprocess.PIPE,
         text=True,
     )
     assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
+def test_a_dead_holder_releases_the_lock(tmp_path):
+    holder = _hold_lock_elsewhere("GPU-x", tmp_path, seconds=600)
     fd = os.open(GpuLock("GPU-x", tmp_path).path, os.O_RDWR)
     with pytest.raises(BlockingIOError):  # really held by the other process
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -118,18 +124,7 @@ def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
     results = []
     # Another process holds the host's timing lock for 20 s, longer than the cell's 12 s
     # timeout; the worker reaches its timing step within a few seconds and waits.
-    holder = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            "import time; from pathlib import Path; from runner.gpu_lock import GpuLock; "
-            f"l = GpuLock('cpu', Path({str(tmp_path / 'locks')!r})); cm = l.held(); cm.__enter__(); "
-            "print('held', flush=True); time.sleep(20)",
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert holder.stdout.readline().strip() == "held"
+    holder = _hold_lock_elsewhere("cpu", tmp_path / "locks", seconds=20)
     executor = Executor(tmp_path, workers=1, lock_dir=tmp_path / "locks")
     executor.run(
         [cell],
