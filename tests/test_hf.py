@@ -122,6 +122,17 @@ def test_full_llama_is_cut_to_fit_on_the_meta_device():
     )
 
 
+def test_depth_cut_keeps_a_run_length_layer_pattern_consistent():
+    # GPT-Neo's layers are [[["global", "local"], 12]]: its config refuses a depth the
+    # pattern does not describe, so the cut rewrites the pattern's first layers.
+    recipe = _hf_builder.recipe_for(hf_spec("GPTNeoForCausalLM", size="full"))
+    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
+    assert note.startswith("depth cut from 24 to ")
+    assert config.attention_layers == ["global", "local"] * (config.num_layers // 2) + [
+        "global"
+    ] * (config.num_layers % 2)
+
+
 def test_full_build_is_cut_initialized_and_noted():
     model = hf_spec("BertModel", size="full", max_params=50 * 10**6).build()
     (note,) = model.build_notes

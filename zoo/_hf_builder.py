@@ -113,6 +113,8 @@ LAYER_INDEX_LISTS = (
     "mlp_only_layers",
 )
 # How many of the layers are of some kind: scaled with the depth.
+# Layer kinds as runs of a pattern, [[kinds, repeats], ...] (GPT-Neo's attention_types).
+RUN_LENGTH_LAYER_LISTS = ("attention_types",)
 SUB_LAYER_COUNTS = ("num_kv_shared_layers", "first_k_dense_replace", "max_window_layers")
 # Backbone stages named after layers; the config recomputes them from the depth.
 BACKBONE_STAGE_FIELDS = ("stage_names", "out_features", "out_indices")
@@ -587,8 +589,16 @@ def _set_depth(data: dict[str, Any], depth: Callable[[int], int]) -> None:
                 data[name] = {k: v for k, v in value.items() if int(k) < new}
             elif name in SUB_LAYER_COUNTS and _is_count(value):
                 data[name] = value * new // old
+            elif name in RUN_LENGTH_LAYER_LISTS and isinstance(value, list):
+                data[name] = _cut_runs(value, new)
         for name in BACKBONE_STAGE_FIELDS:
             data.pop(name, None)
+
+
+def _cut_runs(runs: list[Any], layers: int) -> list[Any]:
+    """The first ``layers`` layers of a run-length pattern, one run per layer."""
+    kinds = [kind for pattern, repeats in runs for _ in range(repeats) for kind in pattern]
+    return [[[kind], 1] for kind in kinds[:layers]]
 
 
 def _is_layer_index_list(name: str, value: Any, layers: int) -> bool:
