@@ -13,7 +13,7 @@ from typing import Any
 
 from zoo.spec import ModelSpec
 
-BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs")
+BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs", "xla", "xla_export", "torch_xla")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC = ("false", "true", "auto")
 PRECISIONS = ("fp32", "bf16", "fp16")

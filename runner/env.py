@@ -18,6 +18,8 @@ import sys
 from datetime import UTC, datetime
 from importlib import metadata
 
+from runner import xla_support
+
 # The versions that make two results comparable. Changing this list changes every
 # environment id: do it only with a schema migration.
 HASHED_FIELDS = (
@@ -97,6 +99,7 @@ def capture(device: str) -> dict[str, object]:
         "torch_xla": _version("torch_xla"),
     }
     env["env_id"] = environment_id(env)
+    env["xla_routes"] = xla_support.routes(device)
     cudnn = torch.backends.cudnn.version() if device == "cuda" else None
     env.update(
         {

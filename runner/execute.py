@@ -180,6 +180,9 @@ class Executor:
             lock_key = gpu
         else:
             lock_key = "cpu"
+        if kind == "xla":
+            # JAX must not take the GPU at its first use: torch shares it in the process.
+            env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         return Worker(kind, self.workdir, f"worker-{self._spawned}", env, lock_key, self.lock_dir)
 
     def run(

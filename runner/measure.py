@@ -31,7 +31,7 @@ from torch._dynamo.utils import counters
 
 from runner.config import NO_MODE, Cell
 from runner.failure import classify, headline, signature, traceback_tail
-from runner.result import FAIL_ACCURACY, PASS, CellResult, GraphBreak
+from runner.result import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult, GraphBreak
 
 MESSAGE_CHARS = 2000
 REASON_CHARS = 300
@@ -89,19 +89,50 @@ def measure_cell(
     started = time.perf_counter()
     notes: list[str] = []
     with _cold_compile_caches(), _restored_process_state(notes):
-        measurement = _Measurement(cell, result, notes, report_phase, timing_gate)
-        try:
-            measurement.run(model, inputs_fn)
-        except Exception as exc:
-            _record_failure(result, exc, measurement.step)
-        del measurement
+        measurement_class = _measurement_class(cell, result)
+        if measurement_class is not None:
+            measurement = measurement_class(cell, result, notes, report_phase, timing_gate)
+            try:
+                measurement.run(model, inputs_fn)
+            except Exception as exc:
+                record_failure(result, exc, measurement.step)
+            del measurement
     result.notes = "; ".join(notes) or None
     result.finished_at = _utc_now()
     result.wall_s = time.perf_counter() - started
     return result
 
 
-def _record_failure(result: CellResult, exc: Exception, step: str) -> None:
+def _measurement_class(cell: Cell, result: CellResult) -> type[Measurement] | None:
+    """The measurement of the cell's backend; ``None`` when the cell cannot run here (its
+    result then says why). XLA is imported only for XLA cells: it breaks torch.compile
+    in the same process, and their workers never run torch.compile cells."""
+    if cell.config.process_kind != "xla":
+        return Measurement
+    from runner.xla_support import TORCH_XLA, unavailable_reason, version
+
+    reason = unavailable_reason(cell.config.backend, cell.device)
+    if reason is None and cell.config.backend == TORCH_XLA:
+        # No torch_xla release pairs with the torch this project pins (torch_xla 2.9.0
+        # needs torch 2.9.0), so there is nothing to build its run against yet.
+        reason = (
+            f"torch_xla {version('torch_xla')} is installed, but zoo-matrix does not run "
+            "torch_xla cells yet"
+        )
+    if reason is None:
+        try:
+            from runner.xla import XlaMeasurement
+        except Exception as exc:
+            reason = f"the {cell.config.backend} route does not import here: {signature(exc)}"
+        else:
+            return XlaMeasurement
+    result.status = UNSUPPORTED
+    result.error_message = reason
+    result.error_signature = f"unsupported: {reason}"
+    return None
+
+
+def record_failure(result: CellResult, exc: Exception, step: str) -> None:
     result.status, result.error_phase = classify(exc, step)
     result.error_type = type(exc).__name__
     result.error_signature = signature(exc)
@@ -109,8 +140,12 @@ def _record_failure(result: CellResult, exc: Exception, step: str) -> None:
     result.traceback_tail = traceback_tail(exc)
 
 
-class _Measurement:
-    """The steps of one cell. ``step`` names the one running, for the failure report."""
+class Measurement:
+    """The steps of one cell. ``step`` names the one running, for the failure report.
+
+    This is the torch.compile measurement; other routes (``runner.xla``) subclass it and
+    replace how the model is compiled and called, keeping the reference, accuracy rule,
+    timing loop and shape probe."""
 
     def __init__(
         self,
@@ -279,12 +314,17 @@ class _Measurement:
             start = time.perf_counter()
             outputs = self.call_compiled(self.inputs)
             self.sync()
-            self.result.compile_s = time.perf_counter() - start - eager_once_s
+            self.result.first_call_s = time.perf_counter() - start
+            self.result.compile_s = self.result.first_call_s - eager_once_s
             outputs = _host_tensors(outputs)
-        self.first_graphs = counters["stats"]["unique_graphs"]
+        self.first_graphs = self.graphs_compiled()
         self.break_events = dict(counters["graph_break"])
         self.unsupported_events = dict(counters["unimplemented"])
         return outputs
+
+    def graphs_compiled(self) -> int:
+        """Graphs compiled so far in this cell (for recompiles and the shape probe)."""
+        return counters["stats"]["unique_graphs"]
 
     def wall_time(self, fn: Callable[[], Any]) -> float:
         self.sync()
@@ -311,7 +351,7 @@ class _Measurement:
 
     def time_eager_and_compiled(self) -> None:
         self.enter("timing")
-        timer = _cuda_event_ms if self.on_cuda else _perf_counter_ms
+        timer = self.timer()
         plan = TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
         with self.precision():
             warmups, started = 0, time.perf_counter()
@@ -324,6 +364,11 @@ class _Measurement:
                 lambda: timer(self.run_eager), lambda: timer(self.run_compiled), plan
             )
         _record_timing(self.result, eager, compiled)
+
+    def timer(self) -> Callable[[Callable[[], Any]], float]:
+        """How one call is timed, in ms: CUDA events on the current stream, else the
+        host clock (CPU calls are synchronous)."""
+        return _cuda_event_ms if self.on_cuda else _perf_counter_ms
 
     def measure_peak_memory(self) -> None:
         if not self.on_cuda:
@@ -361,7 +406,7 @@ class _Measurement:
             self.notes.append("shape probe skipped: no input dimension can be halved")
             return
         self.result.probe_shapes = _shapes_json(inputs)
-        graphs_before = counters["stats"]["unique_graphs"]
+        graphs_before = self.graphs_compiled()
         try:
             with self.precision():
                 self.call_compiled(inputs)
@@ -370,7 +415,7 @@ class _Measurement:
             self.result.probe_ok = False
             _, stage = classify(exc, "probe")
             self.notes.append(f"shape probe failed ({stage}): {signature(exc)}")
-        self.result.probe_recompiles = counters["stats"]["unique_graphs"] - graphs_before
+        self.result.probe_recompiles = self.graphs_compiled() - graphs_before
 
     def probe_inputs(self) -> tuple[Any, ...] | None:
         """Inputs with the batch halved (at least 2: 1 would be specialized) and the
@@ -385,7 +430,7 @@ class _Measurement:
         return tuple(self.make_inputs(probe_batch, self.cell.device, probe_seq))
 
     def record_recompiles(self) -> None:
-        self.result.recompile_count = counters["stats"]["unique_graphs"] - self.first_graphs
+        self.result.recompile_count = self.graphs_compiled() - self.first_graphs
 
     def record_graph_breaks(self) -> None:
         """Graph and break counts as ``torch._dynamo.explain`` reports them.

@@ -82,6 +82,7 @@ class CellResult:
     probe_recompiles: int | None = None
     # time
     compile_s: float | None = None
+    first_call_s: float | None = None
     eager_ms: float | None = None
     eager_ms_p25: float | None = None
     eager_ms_p75: float | None = None

@@ -26,7 +26,7 @@ from runner.result import STATUSES, CellResult, result_columns
 from zoo.errors import UsageError, ZooMatrixError
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
 LOCK_RETRY_SLEEP_S = 0.2
 
@@ -160,6 +160,16 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             """,
         ),
     ),
+    (
+        2,
+        (
+            # The wall time of the first compiled call (compile_s is it minus one eager
+            # call; for XLA cells compile_s is what jax.monitoring reports).
+            "ALTER TABLE results ADD COLUMN first_call_s DOUBLE",
+            # Which XLA routes this environment can run, and why not (JSON).
+            "ALTER TABLE environments ADD COLUMN xla_routes VARCHAR",
+        ),
+    ),
 ]
 
 ENVIRONMENT_COLUMNS = (
@@ -175,6 +185,7 @@ ENVIRONMENT_COLUMNS = (
     "jaxlib",
     "torchax",
     "torch_xla",
+    "xla_routes",
     "driver",
     "cudnn",
     "gpu_count",
@@ -196,14 +207,18 @@ _SQL_TYPES: dict[Any, str] = {
 
 
 def empty_table_sql(table: str) -> str:
-    """The statement of migration 1 that creates ``table``: readers with no data use it
-    to get an empty table with the right columns."""
-    marker = f"CREATE TABLE {table} ("
-    for _, statements in MIGRATIONS:
-        for statement in statements:
-            if marker in statement:
-                return statement
-    raise ValueError(f"no migration creates table {table!r}")
+    """A statement creating ``table`` empty, with the columns every migration gave it:
+    readers with no data use it to get a table with the right columns."""
+    with duckdb.connect(":memory:") as con:
+        for _, statements in MIGRATIONS:
+            for statement in statements:
+                con.execute(statement)
+        try:
+            columns = con.execute(f"DESCRIBE {table}").fetchall()
+        except duckdb.CatalogException:
+            raise ValueError(f"no migration creates table {table!r}") from None
+    definitions = ", ".join(f'"{name}" {sql}' for name, sql, *_ in columns)
+    return f"CREATE TABLE {table} ({definitions})"
 
 
 def sql_type(annotation: Any) -> str:

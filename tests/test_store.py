@@ -11,6 +11,7 @@ import pytest
 from runner.export import export_runs, main
 from runner.result import CellResult, GraphBreak, result_columns
 from runner.store import (
+    MIGRATIONS,
     RESULT_TYPES,
     SCHEMA_VERSION,
     DatabaseLockedError,
@@ -96,12 +97,15 @@ def start(store: Store, label: str | None = None) -> str:
     return run.run_id
 
 
-def test_open_creates_schema_version_1(db):
+def test_open_creates_the_current_schema(db):
     Store.open(db)
     Store.open(db)  # reopening an up-to-date database is a no-op
     con = duckdb.connect(str(db), read_only=True)
     try:
-        assert con.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert con.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
+            (1,),
+            (2,),
+        ]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
         columns = dict(
             con.execute("SELECT column_name, column_type FROM (DESCRIBE results)").fetchall()
@@ -109,7 +113,7 @@ def test_open_creates_schema_version_1(db):
     finally:
         con.close()
     assert tables == {"schema_version", "runs", "environments", "results", "graph_breaks"}
-    # The frozen v1 DDL must match the CellResult dataclass: a new field needs a migration.
+    # The frozen migrations must match the CellResult dataclass: a new field needs one.
     assert {name: columns[name] for name in result_columns()} == RESULT_TYPES
     assert set(columns) - set(RESULT_TYPES) == {
         "result_id",
@@ -117,6 +121,35 @@ def test_open_creates_schema_version_1(db):
         "recorded_at",
         "schema_version",
     }
+
+
+def test_a_version_1_database_is_migrated_and_keeps_its_rows(db):
+    db.parent.mkdir(parents=True, exist_ok=True)
+    con = duckdb.connect(str(db))
+    try:
+        con.execute(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)"
+        )
+        for statement in MIGRATIONS[0][1]:
+            con.execute(statement)
+        con.execute("INSERT INTO schema_version VALUES (1, NULL)")
+        con.execute(
+            "INSERT INTO results (result_id, run_id, cell_key, status, recorded_at, "
+            "schema_version) VALUES ('r1', 'run', 'key', 'pass', now(), 1)"
+        )
+    finally:
+        con.close()
+    Store.open(db)
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (2,)
+        assert con.execute(
+            "SELECT cell_key, first_call_s, schema_version FROM results"
+        ).fetchall() == [("key", None, 1)]
+        columns = {row[0] for row in con.execute("DESCRIBE environments").fetchall()}
+    finally:
+        con.close()
+    assert "xla_routes" in columns
 
 
 def test_runs_results_and_graph_breaks_round_trip(store):
@@ -167,7 +200,7 @@ def test_runs_results_and_graph_breaks_round_trip(store):
         (ids[0], 0, "call to print", "model.py:12", 3),
         (ids[0], 1, "data-dependent branch", None, 1),
     ]
-    assert all(b["cell_key"] == "key-1" and b["schema_version"] == 1 for b in breaks)
+    assert all(b["cell_key"] == "key-1" and b["schema_version"] == SCHEMA_VERSION for b in breaks)
 
     stored = store.get_run(run.run_id)
     assert stored.status == "running" and stored.started_at == datetime(2025, 3, 1, 12, 0)
@@ -208,7 +241,8 @@ def test_environments_are_deduplicated(store, db):
         ).fetchall()
     finally:
         con.close()
-    assert rows == [("env-a", "2.5.1", 8, 139.8, 1), ("env-b", "2.6.0", 8, 139.8, 1)]
+    version = SCHEMA_VERSION
+    assert rows == [("env-a", "2.5.1", 8, 139.8, version), ("env-b", "2.6.0", 8, 139.8, version)]
     with pytest.raises(ValueError, match="no column"):
         store.record_environment({**ENV, "bogus": 1})
 

@@ -1,0 +1,302 @@
+"""XLA cells: a torch module compiled by XLA through JAX (torchax), beside torch.compile.
+
+``xla`` runs the module under ``jax.jit`` through torchax; ``xla_export`` exports it
+with ``torch.export``, converts the exported program to a JAX function with torchax and
+jits that. The reference, eager baseline, accuracy rule, timing loop and shape probe are
+``runner.measure``'s; what differs is how the model is compiled and called.
+
+Imported only in XLA worker processes: importing torchax registers a ``jax`` device that
+breaks torch.compile in the same process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+# JAX would otherwise take most of the GPU at its first use, leaving torch's eager
+# baseline and reference none. The executor sets it for XLA workers; this covers
+# direct use.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import jax
+import torch
+import torchax
+import torchax.export
+from jax import monitoring
+
+from runner.measure import (
+    MB,
+    Measurement,
+    _host_tensors,
+    _seed_everything,
+    flatten_tensors,
+)
+from runner.result import UNSUPPORTED
+from runner.xla_support import XLA_EXPORT
+
+# Precisions an XLA cell casts model and inputs to: autocast does not cross into JAX.
+CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
+LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+COMPILE_EVENTS = {
+    TRACE_EVENT: "trace",
+    LOWERING_EVENT: "lowering",
+    BACKEND_COMPILE_EVENT: "compile",
+}
+JAX_PLATFORMS = {"cuda": "gpu", "cpu": "cpu"}
+
+
+# The name of the function a cell jits: compilations of anything else (torchax's
+# dtype conversions and random keys, which JAX compiles too) are not the model's.
+MODEL_FUNCTION = "zoo_model_forward"
+
+
+class XlaCompiles:
+    """Compilations of the model function and their time, as ``jax.monitoring``
+    reports them."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.seconds = dict.fromkeys(COMPILE_EVENTS.values(), 0.0)
+
+    def reset(self) -> None:
+        self.__init__()
+
+    def __call__(self, event: str, duration: float, **kwargs: Any) -> None:
+        if event not in COMPILE_EVENTS:
+            return
+        if kwargs.get("fun_name") not in (MODEL_FUNCTION, f"jit({MODEL_FUNCTION})"):
+            return
+        if event == BACKEND_COMPILE_EVENT:
+            self.count += 1
+        self.seconds[COMPILE_EVENTS[event]] += duration
+
+    def total_s(self) -> float:
+        return sum(self.seconds.values())
+
+
+# Listeners cannot be scoped to a cell: one for the process, reset by each cell.
+COMPILES = XlaCompiles()
+monitoring.register_event_duration_secs_listener(COMPILES)
+
+
+class TensorOutputs(torch.nn.Module):
+    """The model with its outputs flattened to a tuple of tensors, the same flattening
+    the accuracy check uses: a HuggingFace ``ModelOutput`` is no JAX pytree."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, *inputs: Any) -> tuple[torch.Tensor, ...]:
+        return tuple(flatten_tensors(self.model(*inputs)))
+
+
+class XlaMeasurement(Measurement):
+    """One XLA cell: the torch measurement with compile and call done by JAX."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.env = torchax.default_env()
+        # Tensors cross between torch and JAX by DLPack (no copy) where they can.
+        self.env.config.use_dlpack_for_data_conversion = True
+        self.cast_dtype = CAST_DTYPES.get(self.config.precision)
+        self.jax_device: Any = None
+        self.jitted: Callable[..., Any]
+        self.executable: Any = None
+        self.states: Any = None
+        self.jax_inputs: tuple[Any, ...] = ()
+
+    def run(self, model: torch.nn.Module | None, inputs_fn: Callable[..., Any] | None) -> None:
+        platform = JAX_PLATFORMS[self.device.type]
+        try:
+            self.jax_device = jax.devices(platform)[0]
+        except RuntimeError:
+            self.result.status = UNSUPPORTED
+            self.result.error_message = (
+                f"jax {jax.__version__} has no {platform} backend here "
+                f"(its backends: {jax.default_backend()})"
+            )
+            self.result.error_signature = f"unsupported: jax has no {platform} backend"
+            return
+        COMPILES.reset()
+        # fp32 means full fp32 matmuls on both sides: torch's TF32 is off (Measurement),
+        # and JAX, which uses TF32 for fp32 matmuls on GPUs by default, runs at highest.
+        precision = "highest" if self.cast_dtype is None else None
+        try:
+            with jax.default_device(self.jax_device), _matmul_precision(precision):
+                super().run(model, inputs_fn)
+        finally:
+            self.states = self.jax_inputs = self.executable = None
+            jax.clear_caches()
+
+    # -- precision: a cast, not autocast --------------------------------------------
+
+    def precision(self) -> contextlib.AbstractContextManager[Any]:
+        return contextlib.nullcontext()
+
+    def precision_treatment(self) -> str:
+        if self.cast_dtype is not None:
+            return f"cast {self.config.precision} (model and inputs, eager too)"
+        tf32 = ", tf32 off" if self.on_cuda else ""
+        return f"fp32{tf32}, jax matmul precision highest"
+
+    def cast(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        if self.cast_dtype is None:
+            return inputs
+        return tuple(
+            x.to(self.cast_dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+            for x in inputs
+        )
+
+    # -- steps -----------------------------------------------------------------------
+
+    def compile_and_check_accuracy(self) -> None:
+        fp64_ref = self.reference_outputs()
+        if self.cast_dtype is not None:
+            self.model = self.model.to(self.cast_dtype)
+            self.inputs = self.cast(self.inputs)
+        eager, eager_once_s = self.eager_outputs()
+        compiled = self.first_compiled_outputs(eager_once_s)
+        self.check_accuracy(fp64_ref, eager, compiled)
+
+    def first_compiled_outputs(self, eager_once_s: float) -> list[torch.Tensor]:
+        self.enter("compile")
+        module = TensorOutputs(self.model)
+        started = time.perf_counter()
+        if self.config.backend == XLA_EXPORT:
+            self.step = "export"
+            exported = torch.export.export(
+                module, self.inputs, dynamic_shapes=self.export_dynamic_shapes()
+            )
+            self.states, function = torchax.export.exported_program_to_jax(exported)
+            export_s = time.perf_counter() - started
+        else:
+            self.step = "jax trace"
+            self.states, function = torchax.extract_jax(module)
+            export_s = 0.0
+        self.jitted = jax.jit(_named(function, MODEL_FUNCTION))
+        self.jax_inputs = self.to_jax(self.inputs)
+        _seed_everything()
+        self.step = "jax trace"
+        lowered = self.jitted.lower(self.states, self.jax_inputs)
+        self.step = "xla compile"
+        self.executable = lowered.compile()
+        self.step = "compiled_run"
+        # The jitted function finds the executable just compiled in its cache.
+        outputs = jax.block_until_ready(self.jitted(self.states, self.jax_inputs))
+        self.result.first_call_s = time.perf_counter() - started
+        self.result.compile_s = export_s + COMPILES.total_s()
+        self.first_graphs = COMPILES.count
+        seconds = ", ".join(f"{name} {s:.2f} s" for name, s in COMPILES.seconds.items())
+        export = f"torch.export and conversion {export_s:.2f} s, " if export_s else ""
+        self.notes.append(f"XLA: {COMPILES.count} compile(s); {export}{seconds}")
+        return _host_tensors(self.env.j2t_copy(outputs))
+
+    def export_dynamic_shapes(self) -> dict[str, Any] | None:
+        """For dynamic true/auto, every input dimension may vary (torch.export decides
+        which stay static); the jitted function still compiles once per shape."""
+        if self.config.dynamic == "false":
+            return None
+        # Keyed by TensorOutputs.forward's parameter: its inputs come as one *args tuple.
+        return {
+            "inputs": tuple(
+                {dim: torch.export.Dim.AUTO for dim in range(x.dim())}
+                if isinstance(x, torch.Tensor)
+                else None
+                for x in self.inputs
+            )
+        }
+
+    def to_jax(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        converted = tuple(self.env.t2j_copy(tuple(inputs)))
+        narrowed = [
+            f"{torch_dtype} as {y.dtype}"
+            for x, y in zip(inputs, converted, strict=True)
+            if isinstance(x, torch.Tensor)
+            and str(y.dtype) != (torch_dtype := str(x.dtype).removeprefix("torch."))
+        ]
+        note = f"inputs run in JAX as other dtypes: {', '.join(dict.fromkeys(narrowed))}"
+        if narrowed and note not in self.notes:
+            # int64 becomes int32 unless jax_enable_x64 is on.
+            self.notes.append(note)
+        return converted
+
+    def graphs_compiled(self) -> int:
+        return COMPILES.count
+
+    def run_compiled(self) -> Any:
+        self.step = "compiled_run"
+        return jax.block_until_ready(self.jitted(self.states, self.jax_inputs))
+
+    def call_compiled(self, inputs: tuple[Any, ...]) -> Any:
+        jax_inputs = self.to_jax(self.cast(inputs))
+        return jax.block_until_ready(self.jitted(self.states, jax_inputs))
+
+    def timer(self) -> Callable[[Callable[[], Any]], float]:
+        """Host clock around each call, synchronized: JAX runs on its own streams, which
+        torch's CUDA events do not see (the compiled call blocks until JAX is done)."""
+
+        def synced_ms(fn: Callable[[], Any]) -> float:
+            start = time.perf_counter()
+            fn()
+            self.sync()
+            return (time.perf_counter() - start) * 1000
+
+        return synced_ms
+
+    def measure_peak_memory(self) -> None:
+        """Eager: torch's peak of one call. Compiled: what XLA's buffer assignment plans
+        for one call (arguments, outputs and temporaries), on devices where JAX reports
+        memory at all (not the CPU). JAX's own peak counter cannot be reset, so it only
+        goes to the notes."""
+        stats = self.jax_device.memory_stats()
+        if stats is None or not self.on_cuda:
+            return
+        self.enter("memory")
+        eager_alloc, eager_reserved = self.peak_memory_mb(self.run_eager)
+        self.result.eager_peak_alloc_mb = eager_alloc
+        self.result.eager_peak_reserved_mb = eager_reserved
+        analysis = self.executable.memory_analysis()
+        if analysis is not None:
+            planned = (
+                analysis.argument_size_in_bytes
+                + analysis.output_size_in_bytes
+                + analysis.temp_size_in_bytes
+                - analysis.alias_size_in_bytes
+            )
+            self.result.compiled_peak_alloc_mb = planned / MB
+            self.result.memory_ratio = planned / MB / eager_alloc if eager_alloc else None
+        if "peak_bytes_in_use" in stats:
+            self.notes.append(
+                f"JAX allocator peak in this worker so far: {stats['peak_bytes_in_use'] / MB:.0f} MB"
+            )
+
+    def record_graph_breaks(self) -> None:
+        # jax.jit traces the whole forward or fails: there are no graph breaks.
+        self.result.graph_count = self.first_graphs
+        self.result.graph_break_count = 0
+        self.result.unique_break_count = 0
+
+
+@contextlib.contextmanager
+def _matmul_precision(precision: str | None):
+    saved = jax.config.jax_default_matmul_precision
+    jax.config.update("jax_default_matmul_precision", precision)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_default_matmul_precision", saved)
+
+
+def _named(function: Callable[..., Any], name: str) -> Callable[..., Any]:
+    def named(states: Any, inputs: tuple[Any, ...]) -> Any:
+        return function(states, inputs)
+
+    named.__name__ = named.__qualname__ = name
+    return named

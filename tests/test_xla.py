@@ -1,0 +1,128 @@
+"""XLA cells for real, on JAX's CPU backend: torchax + jax.jit, torch.export -> JAX, and
+torch_xla's reason for not running. Tiny models keep the whole file near a minute.
+
+Nothing here imports runner.xla or torchax: in this process torch.compile must keep
+working for the other tests.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import sys
+
+import duckdb
+import pytest
+
+from runner.cli import main
+from runner.config import NO_MODE, Cell, CellConfig
+from runner.execute import Executor
+from runner.xla_support import routes, unavailable_reason
+from zoo.catalog import select
+
+# find_spec, not importorskip: importing torchax here would break torch.compile.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("torchax") is None, reason="the xla extra is not installed"
+)
+
+
+def rows(db, sql="SELECT * FROM results ORDER BY model_id, backend"):
+    with duckdb.connect(str(db), read_only=True) as con:
+        cursor = con.execute(sql)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+
+def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--models", "test_resnet,hf/BertForMaskedLM", "--backends", "xla,xla_export"]
+    assert main([*args, "--device", "cpu", "--db", str(db)]) == 0
+
+    results = rows(db)
+    assert [(r["model_id"], r["backend"]) for r in results] == [
+        ("hf/BertForMaskedLM", "xla"),
+        ("hf/BertForMaskedLM", "xla_export"),
+        ("timm/test_resnet", "xla"),
+        ("timm/test_resnet", "xla_export"),
+    ]
+    for r in results:
+        assert r["status"] == "pass", (r["error_message"], r["traceback_tail"])
+        assert r["mode"] == "none" and r["precision"] == "fp32"
+        assert r["precision_treatment"] == "fp32, jax matmul precision highest"
+        # One XLA compile of the model function, timed by jax.monitoring.
+        assert r["graph_count"] == 1 and r["recompile_count"] == 0
+        assert r["graph_break_count"] == 0
+        assert 0 < r["compile_s"] <= r["first_call_s"]
+        assert re.search(r"XLA: 1 compile\(s\);.* compile [0-9.]+ s", r["notes"])
+        assert r["eager_ms"] > 0 and r["compiled_ms"] > 0
+        assert r["speedup"] == pytest.approx(r["eager_ms"] / r["compiled_ms"])
+        assert r["accuracy_pass"] is True and r["accuracy_ref_dtype"] == "fp64"
+        assert r["max_abs_error"] < 1e-4
+        # JAX reports no memory on the CPU.
+        assert r["compiled_peak_alloc_mb"] is None
+    hf = results[0]
+    assert hf["size"] == "tiny" and hf["seq_len"] == 16
+    assert "int64 as int32" in hf["notes"]  # jax_enable_x64 is off
+    assert "torch.export and conversion" in results[1]["notes"]
+
+    (env,) = rows(db, "SELECT * FROM environments")
+    described = json.loads(env["xla_routes"])
+    assert described["xla"].startswith("available (torchax ")
+    assert described["torch_xla"] == "unsupported: torch_xla not installed"
+    assert env["torchax"] != "absent" and env["jax"] != "absent"
+
+
+def _cell(model_id: str, backend: str, dynamic="false", precision="fp32", batch=2) -> Cell:
+    (spec,) = select([model_id])
+    return Cell(
+        spec=spec,
+        config=CellConfig(backend, NO_MODE, dynamic, precision),
+        size=spec.size,
+        batch_size=batch,
+        seq_len=None,
+        device="cpu",
+        env_id="test",
+    )
+
+
+def test_bf16_cast_dynamic_probe_unsupported_torch_xla_and_separate_processes(tmp_path):
+    cells = [
+        _cell("timm/test_vit", "xla", dynamic="auto", precision="bf16", batch=4),
+        _cell("timm/test_resnet", "torch_xla"),
+        # A torch.compile cell after XLA cells: it must get a process of its own.
+        _cell("timm/test_resnet", "aot_eager"),
+    ]
+    results = {}
+    Executor(tmp_path, workers=1).run(cells, on_result=lambda r: results.update({r.backend: r}))
+
+    bf16 = results["xla"]
+    assert bf16.status == "pass", (bf16.error_message, bf16.traceback_tail)
+    assert bf16.precision_treatment == "cast bf16 (model and inputs, eager too)"
+    assert bf16.accuracy_pass and bf16.eager_rmse > 1e-4  # bf16 rounding, on both sides
+    # jax.jit specializes on shapes: the halved batch is one more XLA compile.
+    assert bf16.probe_shapes == "[[2, 3, 160, 160]]"
+    assert bf16.probe_ok is True and bf16.probe_recompiles == 1
+
+    torch_xla = results["torch_xla"]
+    assert torch_xla.status == "unsupported"
+    assert torch_xla.error_message == "torch_xla not installed"
+    assert torch_xla.traceback_tail is None
+
+    assert results["aot_eager"].status == "pass", results["aot_eager"].error_message
+    # Each worker's log names the cells it ran: no process ran both kinds.
+    kinds = []
+    for log in sorted(tmp_path.glob("worker-*.log")):
+        ran = re.findall(r"=== zoo-matrix worker: cell \w+ \S+ · (\w+)", log.read_text())
+        kinds.append({"torch" if backend == "aot_eager" else "xla" for backend in ran})
+    assert sorted(map(sorted, kinds)) == [["torch"], ["xla"]]
+
+
+def test_route_reasons_come_from_metadata_alone():
+    # Where the xla extra is installed, both torchax routes may run on the CPU.
+    assert unavailable_reason("xla", "cpu") is None
+    assert unavailable_reason("xla_export", "cpu") is None
+    assert unavailable_reason("torch_xla", "cuda") == "torch_xla not installed"
+    assert set(json.loads(routes("cpu"))) == {"xla", "xla_export", "torch_xla"}
+    # Runs with XLA cells import neither jax nor torchax in the parent process.
+    assert "torchax" not in sys.modules and "jax" not in sys.modules
