@@ -167,6 +167,9 @@ def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) ->
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
+    # Cells of one process kind together: a worker is replaced whenever the kind changes
+    # (XLA and torch.compile never share a process), and a new one costs seconds.
+    cells.sort(key=lambda cell: cell.config.process_kind != "torch")
     if one_size:
         plural = "s" if one_size > 1 else ""
         dropped.append(

@@ -126,3 +126,18 @@ def test_route_reasons_come_from_metadata_alone():
     assert set(json.loads(routes("cpu"))) == {"xla", "xla_export", "torch_xla"}
     # Runs with XLA cells import neither jax nor torchax in the parent process.
     assert "torchax" not in sys.modules and "jax" not in sys.modules
+
+
+def test_the_plan_keeps_each_process_kind_together():
+    from runner.plan import PlanOptions, plan_cells
+
+    options = PlanOptions(
+        backends=("xla", "eager", "xla_export"),
+        modes=("default",),
+        dynamic=("false",),
+        precisions=("fp32",),
+        steps=("infer",),
+        device="cpu",
+    )
+    cells = plan_cells(select(["test_resnet", "test_vit"]), options, "env").cells
+    assert [cell.config.process_kind for cell in cells] == ["torch"] * 2 + ["xla"] * 4
