@@ -2,7 +2,8 @@
 
 For each model (built exactly as a zoo-matrix cell builds it: same spec, size, inputs)
 and each ``dynamic`` setting, this prints eager and compiled latency, dynamo's graphs,
-graph breaks and recompiles (including one shape change: batch and sequence halved),
+graph breaks and recompiles (on the runner's shape probe too: batch and sequence halved;
+TORCH_LOGS=recompiles says why a graph was recompiled),
 and what the GPU ran per call: the kernel count, the GPU-busy time, the attention
 kernels and the top kernels by time, from ``torch.profiler``. ``--variants ids`` also
 runs the model on its first input alone (no attention mask), to see what the mask
@@ -101,18 +102,8 @@ def _any_in(parts: tuple[str, ...], name: str) -> bool:
     return any(part in lowered for part in parts)
 
 
-def _halved(inputs: tuple[torch.Tensor, ...]) -> tuple[torch.Tensor, ...]:
-    """Batch halved and, for token tensors, sequence halved: the runner's probe shape."""
-    out = []
-    for x in inputs:
-        x = x[: max(1, x.shape[0] // 2)]
-        if x.dim() == 2 and not x.is_floating_point():
-            x = x[:, : max(1, x.shape[1] // 2)]
-        out.append(x)
-    return tuple(out)
-
-
-def explain(model, inputs, dynamic: str, precision: str, pairs: int) -> dict:
+def explain(model, inputs, probe, dynamic: str, precision: str, pairs: int) -> dict:
+    """``probe``: the inputs at half the batch and sequence, made as the runner makes them."""
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, dynamic=DYNAMIC[dynamic])
@@ -122,7 +113,7 @@ def explain(model, inputs, dynamic: str, precision: str, pairs: int) -> dict:
         compiled(*inputs)
         graphs = counters["stats"]["unique_graphs"]
         breaks = Counter({reason: n for reason, n in counters["graph_break"].items()})
-        compiled(*_halved(inputs))
+        compiled(*probe)
         after_probe = counters["stats"]["unique_graphs"]
         eager_ms, compiled_ms = _latency(lambda: model(*inputs), lambda: compiled(*inputs), pairs)
         eager_k = kernel_profile(lambda: model(*inputs))
@@ -183,14 +174,15 @@ def main() -> None:
         spec = replace(spec, size=args.size, device=DEVICE)
         model = spec.build().eval().to(DEVICE)
         inputs = spec.example_inputs(args.batch_size, DEVICE, args.seq_len)
+        probe = spec.example_inputs(max(2, args.batch_size // 2), DEVICE, args.seq_len // 2)
         names = getattr(model, "input_names", ())
         for variant in args.variants.split(","):
             if variant == "ids":
-                model.input_names, used = names[:1], inputs[:1]
+                model.input_names, used, used_probe = names[:1], inputs[:1], probe[:1]
             else:
-                model.input_names, used = names, inputs
+                model.input_names, used, used_probe = names, inputs, probe
             for dynamic in args.dynamic.split(","):
-                row = explain(model, used, dynamic, args.precision, args.pairs)
+                row = explain(model, used, used_probe, dynamic, args.precision, args.pairs)
                 inputs_text = ", ".join(model.input_names) if names else "positional"
                 _print(f"{spec.id} · dynamic={dynamic} · inputs: {inputs_text}", row)
         model.input_names = names
