@@ -7,6 +7,7 @@ script is the frame around every page: header, filters, navigation.
 
 from __future__ import annotations
 
+import html
 import sys
 from pathlib import Path
 
@@ -16,7 +17,6 @@ _CHECKOUT = str(Path(__file__).resolve().parents[1])
 if _CHECKOUT not in sys.path:
     sys.path.insert(0, _CHECKOUT)
 
-import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
 from dashboard import filters, reads  # noqa: E402
@@ -49,11 +49,13 @@ def _list(values) -> str:
 def header(db: reads.Database, overview: dict) -> None:
     first, last = (f"{overview[k]:%Y-%m-%d}" for k in ("first_recorded", "last_recorded"))
     dates = first if first == last else f"{first} – {last}"
-    st.markdown(
-        f"**zoo-matrix** · {overview['cells']:,} cells ({overview['models']:,} models × "
+    # HTML rather than Markdown: the matrix is an HTML element too, and the first one on
+    # a page has the browser fetch the code that shows them while the matrix is queried.
+    st.html(
+        f"<p><b>zoo-matrix</b> · {overview['cells']:,} cells ({overview['models']:,} models × "
         f"{overview['configs']} configs, {overview['passed']:,} pass) · "
-        f"GPU: {_list(overview['gpus'])} · torch {_list(overview['torch_versions'])} · "
-        f"recorded {dates}"
+        f"GPU: {html.escape(_list(overview['gpus']))} · "
+        f"torch {html.escape(_list(overview['torch_versions']))} · recorded {dates}</p>"
     )
     st.caption(
         f"Sources: {_sources(db.sources)} · {overview['result_rows']:,} result rows from "
@@ -87,12 +89,7 @@ def main() -> None:
             st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
         ]
     )
-    # plotly.js takes seconds to start in a browser on a small machine: have it start
-    # while the data loads (a first visit after a restart), not after.
-    preload = st.empty()
-    preload.plotly_chart(go.Figure(layout=dict(height=10)), config={"staticPlot": True})
     db = reads.database()
-    preload.empty()
     with st.sidebar:
         st.button(
             "Reload data", on_click=reads.reload, help="Read the sources again", width="stretch"

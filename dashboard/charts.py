@@ -1,15 +1,18 @@
-"""The dashboard's charts: pure functions from DataFrames to plotly figures.
+"""The dashboard's charts: pure functions from DataFrames to plotly figures and HTML.
 
 They know nothing of Streamlit, so tests build them from small frames and look inside.
-The matrix is drawn as square scatter markers rather than a plotly heatmap: scatter
-points can be clicked and selected (a heatmap cell cannot), and a missing cell simply has
-no marker.
+The matrix of models is an HTML table (``matrix_html``); the matrix of families is
+drawn as square scatter markers rather than a plotly heatmap: scatter points can be
+clicked and selected (a heatmap cell cannot), and a missing cell simply has no marker.
 """
 
 from __future__ import annotations
 
 import html
+import itertools
 import math
+import urllib.parse
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -38,35 +41,31 @@ PASS_RATE_SCALE = [[0.0, "#d62728"], [0.5, "#fdd835"], [1.0, "#2ca02c"]]
 ROW_PX = 22
 TILE_PX = 17
 HEADER_PX = 190
+_MATRIX_CSS = f"""
+.zoo-matrix-frame {{ overflow-x: auto; }}
+table.zoo-matrix {{ border-collapse: separate; border-spacing: 2px; width: auto; margin: 0;
+    font-size: 12px; line-height: 1; }}
+table.zoo-matrix th, table.zoo-matrix td {{ border: 0; padding: 0; background: none; }}
+table.zoo-matrix td {{ width: {TILE_PX}px; height: {TILE_PX}px; }}
+table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px; }}
+table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
+table.zoo-matrix td.empty {{ background: #f5f5f5; }}
+table.zoo-matrix th.config {{ height: {HEADER_PX - 30}px; vertical-align: bottom; }}
+table.zoo-matrix th.config div {{ width: {TILE_PX}px; white-space: nowrap; font-weight: normal;
+    transform: translate(8px, 0) rotate(-55deg); transform-origin: bottom left; }}
+table.zoo-matrix th.model {{ text-align: right; font-weight: normal; padding-right: 6px;
+    white-space: nowrap; }}
+table.zoo-matrix th.model a {{ color: inherit; text-decoration: none; }}
+table.zoo-matrix tr.family th {{ text-align: left; font-weight: normal; color: #616161;
+    font-size: 11px; padding: 6px 0 2px 0; border-top: 1px dotted #9e9e9e; }}
+"""
 # The matrix's x categories can be long ("inductor/max-autotune-no-cudagraphs dyn=auto
 # bf16"); they sit on top, turned, so they stay visible above a tall page of rows.
 _CONFIG_AXIS = dict(side="top", tickangle=-35, showgrid=False, automargin=True, fixedrange=True)
-_HOVER = (
-    "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>status: %{customdata[2]}"
-    "<br>speedup: %{customdata[3]}<br>graph breaks: %{customdata[4]}"
-    "<br>compile: %{customdata[5]}<br>memory ratio: %{customdata[6]}"
-    "<br>family: %{customdata[7]}<extra></extra>"
-)
 
 
 def _text(value, fmt: str) -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(value)
-
-
-def _customdata(cells: pd.DataFrame) -> list[list[str]]:
-    return [
-        [
-            row.model_id,
-            row.config,
-            row.status,
-            _text(row.speedup, "{:.2f}x"),
-            _text(row.graph_break_count, "{:.0f}"),
-            _text(row.compile_s, "{:.1f} s"),
-            _text(row.memory_ratio, "{:.2f}"),
-            row.family or "–",
-        ]
-        for row in cells.itertuples()
-    ]
 
 
 def _matrix_layout(fig: go.Figure, configs: list[str], rows: list[str]) -> None:
@@ -99,112 +98,106 @@ def _matrix_layout(fig: go.Figure, configs: list[str], rows: list[str]) -> None:
     )
 
 
-def matrix_figure(
-    cells: pd.DataFrame, configs: list[str], models: list[str], color_by: str = "status"
-) -> go.Figure:
-    """Models (rows, in the given order) by configs (columns), one marker per cell.
+def speedup_color(speedup: float) -> str:
+    """The colour of ``SPEEDUP_SCALE`` for a speedup (log2, clipped to ``SPEEDUP_RANGE``)."""
+    low, high = SPEEDUP_RANGE
+    position = min(max((math.log2(speedup) - low) / (high - low), 0.0), 1.0)
+    for (start, left), (end, right) in itertools.pairwise(SPEEDUP_SCALE):
+        if position <= end:
+            share = (position - start) / (end - start)
+            channels = (
+                round(int(left[i : i + 2], 16) * (1 - share) + int(right[i : i + 2], 16) * share)
+                for i in (1, 3, 5)
+            )
+            return "#" + "".join(f"{c:02x}" for c in channels)
+    return SPEEDUP_SCALE[-1][1]
+
+
+def _tooltip(row) -> str:
+    return "\n".join(
+        (
+            row.model_id,
+            row.config,
+            f"status: {row.status}",
+            f"speedup: {_text(row.speedup, '{:.2f}x')}",
+            f"graph breaks: {_text(row.graph_break_count, '{:.0f}')}",
+            f"compile: {_text(row.compile_s, '{:.1f} s')}",
+            f"memory ratio: {_text(row.memory_ratio, '{:.2f}')}",
+            f"family: {row.family or '–'}",
+        )
+    )
+
+
+def _tile_style(row, color_by: str) -> str:
+    if color_by == "speedup":
+        timed = pd.notna(row.speedup) and row.speedup > 0
+        return speedup_color(row.speedup) if timed else NO_SPEEDUP_COLOR
+    return STATUS_COLORS.get(row.status, UNKNOWN_STATUS_COLOR)
+
+
+def matrix_html(
+    cells: pd.DataFrame,
+    configs: list[str],
+    models: list[str],
+    color_by: str = "status",
+    link_params: Sequence[tuple[str, str]] = (),
+) -> str:
+    """Models (rows, in the given order) by configs (columns) as an HTML table, one
+    coloured tile per cell, for ``st.html``.
+
+    Plain HTML rather than a plotly chart: the browser shows it as soon as Streamlit's
+    page is up, while plotly.js takes seconds to start on a small machine (see
+    benchmarks/dashboard_speed.py). A tile's tooltip holds the cell's numbers and the
+    tile links to Model detail on that config, carrying ``link_params`` (the filters) so
+    the sidebar stays as it was; a model's name links to all its configs. With several
+    families on the page, a row with the family's name starts each.
 
     ``cells`` has model_id, family, config, status, speedup, graph_break_count,
-    compile_s and memory_ratio. ``color_by`` is ``status`` (one trace per status, named
-    with its count) or ``speedup`` (a log colour scale; cells without a speedup are grey).
+    compile_s and memory_ratio; ``color_by`` is ``status`` or ``speedup`` (log scale,
+    cells without a speedup grey).
     """
-    fig = go.Figure()
-    marker = dict(symbol="square", size=TILE_PX, line=dict(width=0))
-    if color_by == "speedup":
-        has_speedup = cells["speedup"].notna() & (cells["speedup"] > 0)
-        timed = cells[has_speedup]
-        fig.add_trace(
-            go.Scatter(
-                x=timed["config"],
-                y=timed["model_id"],
-                mode="markers",
-                name="speedup",
-                customdata=_customdata(timed),
-                hovertemplate=_HOVER,
-                marker=dict(
-                    marker,
-                    color=np.log2(timed["speedup"].to_numpy(dtype=float)),
-                    colorscale=SPEEDUP_SCALE,
-                    cmin=SPEEDUP_RANGE[0],
-                    cmax=SPEEDUP_RANGE[1],
-                    colorbar=dict(
-                        title=dict(text="speedup"),
-                        tickvals=[math.log2(t) for t in SPEEDUP_TICKS],
-                        ticktext=[f"{t:g}x" for t in SPEEDUP_TICKS],
-                        len=min(1.0, 400 / (HEADER_PX + ROW_PX * max(len(models), 1))),
-                        y=1,
-                        yanchor="top",
-                    ),
-                ),
-                showlegend=False,
-            )
-        )
-        rest = cells[~has_speedup]
-        if not rest.empty:
-            fig.add_trace(
-                go.Scatter(
-                    x=rest["config"],
-                    y=rest["model_id"],
-                    mode="markers",
-                    name="no speedup (failed)",
-                    customdata=_customdata(rest),
-                    hovertemplate=_HOVER,
-                    marker=dict(marker, color=NO_SPEEDUP_COLOR),
-                )
-            )
-    else:
-        present = set(cells["status"])
-        ordered = [s for s in STATUSES if s in present] + sorted(present - set(STATUSES))
-        for status in ordered:
-            group = cells[cells["status"] == status]
-            fig.add_trace(
-                go.Scatter(
-                    x=group["config"],
-                    y=group["model_id"],
-                    mode="markers",
-                    name=f"{status} ({len(group)})",
-                    customdata=_customdata(group),
-                    hovertemplate=_HOVER,
-                    marker=dict(marker, color=STATUS_COLORS.get(status, UNKNOWN_STATUS_COLOR)),
-                )
-            )
-    _matrix_layout(fig, configs, models)
-    _family_separators(fig, cells, models)
-    return fig
-
-
-def _family_separators(fig: go.Figure, cells: pd.DataFrame, models: list[str]) -> None:
-    """A line above each family's first row and its name at the right, when several."""
+    by_cell = {(row.model_id, row.config): row for row in cells.itertuples()}
     family_of = dict(zip(cells["model_id"], cells["family"], strict=False))
-    starts = [
-        (index, family_of.get(model))
-        for index, model in enumerate(models)
-        if index == 0 or family_of.get(model) != family_of.get(models[index - 1])
-    ]
-    if len(starts) < 2:
-        return
-    # Built as lists and set once: fig.add_hline/add_annotation copy the layout on every
-    # call, which took seconds for a page of 50 families.
-    line = dict(color="#9e9e9e", width=1, dash="dot")
-    shapes = [
-        dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=i - 0.5, y1=i - 0.5, line=line)
-        for i, _ in starts[1:]
-    ]
-    annotations = [
-        dict(
-            x=1,
-            xref="paper",
-            xanchor="left",
-            y=models[index],
-            yref="y",
-            yanchor="middle",
-            text=family or "–",
-            showarrow=False,
-            font=dict(size=10, color="#616161"),
+    several_families = len({family_of.get(model) for model in models}) > 1
+    # Quoted once per model, config and filter set: 1,000 urlencode calls took 0.1 s.
+    keep = html.escape("".join(f"&{urllib.parse.urlencode([pair])}" for pair in link_params))
+    model_link = {model: f"detail?model={urllib.parse.quote_plus(model)}" for model in models}
+    config_arg = {config: f"&amp;config={urllib.parse.quote_plus(config)}" for config in configs}
+
+    head = "".join(
+        f'<th class="config"><div>{html.escape(config)}</div></th>' for config in configs
+    )
+    rows = []
+    previous = object()
+    for model in models:
+        family = family_of.get(model)
+        if several_families and family != previous:
+            rows.append(
+                f'<tr class="family"><th colspan="{len(configs) + 1}">'
+                f"{html.escape(family or '–')}</th></tr>"
+            )
+        previous = family
+        tiles = []
+        for config in configs:
+            row = by_cell.get((model, config))
+            if row is None:
+                tiles.append('<td class="empty"></td>')
+                continue
+            tiles.append(
+                f'<td style="background:{_tile_style(row, color_by)}">'
+                f'<a href="{model_link[model]}{config_arg[config]}{keep}" '
+                f'title="{html.escape(_tooltip(row))}"></a></td>'
+            )
+        rows.append(
+            f'<tr><th class="model"><a href="{model_link[model]}{keep}">{html.escape(model)}</a></th>'
+            + "".join(tiles)
+            + "</tr>"
         )
-        for index, family in starts
-    ]
-    fig.update_layout(shapes=shapes, annotations=annotations, margin=dict(r=120))
+    return (
+        f"<style>{_MATRIX_CSS}</style>"
+        f'<div class="zoo-matrix-frame"><table class="zoo-matrix">'
+        f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    )
 
 
 def family_matrix_figure(

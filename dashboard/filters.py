@@ -66,6 +66,15 @@ class Filters:
             for f in fields(self)
         }
 
+    def query(self) -> list[tuple[str, str]]:
+        """The filters as the URL's query parameters, for links that keep them."""
+        pairs = [(SEARCH_KEY, self.search)] if self.search else []
+        return pairs + [
+            (name, value)
+            for name in (*MAIN_FILTERS, *MORE_FILTERS)
+            for value in getattr(self, name)
+        ]
+
     def describe(self) -> str:
         """The active filters in words (for captions and file names)."""
         parts = [f"search '{self.search}'"] if self.search else []

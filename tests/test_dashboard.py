@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import ast
 import base64
+import html
 import json
+import re
 import shlex
+import shutil
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +19,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, reproduce
+from dashboard import charts, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
 from tests.dashboard_data import SIGNATURE, build
@@ -53,8 +57,15 @@ def _array(value: dict):
     return value
 
 
+def matrix_page(at: AppTest) -> str:
+    """The HTML of the Matrix page's legend and matrix."""
+    (page,) = [h.proto.body for h in at.get("html") if 'class="zoo-matrix"' in h.proto.body]
+    return page
+
+
 def texts(at: AppTest) -> str:
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
+    parts += [h.proto.body for h in at.get("html")]
     parts += [c.value for c in at.code] + [i.value for i in at.info] + [w.value for w in at.warning]
     return "\n".join(parts)
 
@@ -77,31 +88,65 @@ CONFIGS = ["inductor/default", "eager"]
 MODELS = ["timm/a", "timm/b", "timm/c"]
 
 
-def test_matrix_figure_by_status_has_a_trace_per_status_with_hover_numbers():
-    fig = charts.matrix_figure(CELLS, CONFIGS, MODELS, "status")
-    assert [t.name for t in fig.data] == ["pass (2)", "compile_error (1)", "oom (1)"]
-    passing = fig.data[0]
-    assert list(passing.x) == ["inductor/default", "inductor/default"]
-    assert list(passing.y) == ["timm/a", "timm/b"]
-    assert passing.marker.color == charts.STATUS_COLORS["pass"]
-    assert list(passing.customdata[1][:7]) == [
-        "timm/b", "inductor/default", "pass", "0.80x", "2", "5.0 s", "1.10",
+def _tiles(page: str) -> list[tuple[str, str, str]]:
+    """(background, link, tooltip) of every tile of a matrix's HTML, top left first."""
+    return re.findall(r'<td style="background:([^"]+)"><a href="([^"]+)" title="([^"]*)"', page)
+
+
+def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_detail():
+    page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status", [("status", "pass")])
+    tiles = _tiles(page)
+    assert [color for color, _, _ in tiles] == [
+        charts.STATUS_COLORS[s] for s in ("pass", "compile_error", "pass", "oom")
+    ]
+    # timm/b under inductor/default: the third tile (rows first, configs in order).
+    _, link, tooltip = tiles[2]
+    assert html.unescape(tooltip).splitlines() == [
+        "timm/b", "inductor/default", "status: pass", "speedup: 0.80x", "graph breaks: 2",
+        "compile: 5.0 s", "memory ratio: 1.10", "family: fa",
     ]  # fmt: skip
-    assert "speedup" in passing.hovertemplate and "memory ratio" in passing.hovertemplate
-    assert list(fig.layout.yaxis.categoryarray) == MODELS
-    assert list(fig.layout.xaxis.categoryarray) == CONFIGS
-    # Two families on the page: a separator line and a label for each.
-    assert len(fig.layout.shapes) == 1
-    assert [a.text for a in fig.layout.annotations] == ["fa", "fb"]
+    target = urllib.parse.urlsplit(html.unescape(link))
+    assert target.path == "detail"
+    assert urllib.parse.parse_qsl(target.query) == [
+        ("model", "timm/b"), ("config", "inductor/default"), ("status", "pass"),
+    ]  # fmt: skip
+    # timm/c has no inductor cell: an empty place, no tile.
+    assert page.count('<td class="empty">') == 2
+    assert re.findall(r'<th class="config"><div>([^<]+)</div>', page) == CONFIGS
+    assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', page) == MODELS
+    # Two families on the page: a row naming each before its first model.
+    assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
 
 
-def test_matrix_figure_by_speedup_uses_a_log_scale_and_greys_failures():
-    fig = charts.matrix_figure(CELLS, CONFIGS, MODELS, "speedup")
-    timed, failed = fig.data
-    assert list(timed.marker.color) == pytest.approx([0.58496, -0.32193], abs=1e-4)
-    assert list(timed.marker.colorbar.ticktext) == ["0.5x", "0.75x", "1x", "1.5x", "2x", "3x"]
-    assert failed.marker.color == charts.NO_SPEEDUP_COLOR
-    assert list(failed.y) == ["timm/a", "timm/c"]
+def test_matrix_html_by_speedup_uses_the_log_scale_and_greys_failures():
+    tiles = _tiles(charts.matrix_html(CELLS, CONFIGS, MODELS, "speedup"))
+    assert [color for color, _, _ in tiles] == [
+        charts.speedup_color(1.5),
+        charts.NO_SPEEDUP_COLOR,
+        charts.speedup_color(0.8),
+        charts.NO_SPEEDUP_COLOR,
+    ]
+    assert charts.speedup_color(0.5) == charts.SPEEDUP_SCALE[0][1]
+    assert charts.speedup_color(1.0) == charts.SPEEDUP_SCALE[1][1]
+    assert charts.speedup_color(3.0) == charts.speedup_color(10.0) == charts.SPEEDUP_SCALE[2][1]
+
+
+def test_matrix_html_escapes_what_the_data_says():
+    hostile = CELLS.assign(model_id='timm/<img src=x onerror="alert(1)">', family="<b>")
+    page = charts.matrix_html(hostile, CONFIGS, [hostile["model_id"][0]], "status")
+    assert "<img" not in page and "<b>" not in page
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in page
+
+
+def test_filters_as_query_parameters_match_the_widgets_keys():
+    chosen = Filters(search="vit", status=("pass", "oom"), run=("nightly",))
+    assert chosen.query() == [
+        ("q", "vit"),
+        ("status", "pass"),
+        ("status", "oom"),
+        ("run", "nightly"),
+    ]
+    assert Filters().query() == []
 
 
 def test_status_legend_counts_and_escapes():
@@ -228,6 +273,22 @@ def test_search_text_is_a_parameter_not_sql(fixture_paths):
     assert db.con.execute("SELECT count(*) FROM results").fetchone()[0] == 6
 
 
+def test_rows_in_both_sources_are_loaded_once(fixture_paths, tmp_path):
+    from runner.export import export_runs
+
+    runs_dir, db_path = fixture_paths
+    both = tmp_path / "runs"
+    shutil.copytree(runs_dir, both)
+    export_runs(db_path, both)  # the user's run, now also shipped as parquet
+    db = open_database(both, db_path)
+    assert db.error is None and db.sources.parquet_files == 8
+    count = "SELECT count(*), count(DISTINCT result_id) FROM results"
+    assert db.con.execute(count).fetchone() == (6, 6)
+    (breaks,) = db.con.execute("SELECT count(*) FROM graph_breaks").fetchone()
+    assert breaks == 2
+    assert len(reads.chosen_cells(db, Filters())) == 5
+
+
 # -- pages through AppTest --
 
 
@@ -238,16 +299,16 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert "NVIDIA H200" in page and "torch 2.11.0" in page
     assert "4 parquet files" in page and "your database" in page
     assert "Models 1–3 of 3" in page
-    (fig,) = plotly_figures(at)
-    assert [t.name for t in fig.data] == [
-        "pass (3)",
-        "fail_accuracy (1)",
-        "compile_error (1)",
-    ]
-    assert list(fig.layout.yaxis.categoryarray) == [
+    assert not at.get("plotly_chart")
+    matrix = matrix_page(at)
+    for status, count in (("pass", 3), ("fail_accuracy", 1), ("compile_error", 1)):
+        assert f"{status} ({count})" in matrix
+    assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', matrix) == [
         "timm/convnext_atto", "timm/resnet18", VIT,
     ]  # fmt: skip
+    assert len(_tiles(matrix)) == 5
     assert len(at.get("download_button")) == 1
+    assert "| `compile_error` | compiling or running the compiled model raised |" in page
 
 
 def test_url_filters_are_validated_and_applied(app):
@@ -256,8 +317,30 @@ def test_url_filters_are_validated_and_applied(app):
     at = no_exception(app.run())
     assert at.multiselect(key="status").value == ["compile_error"]
     assert "Models 1–1 of 1" in texts(at)
-    (fig,) = plotly_figures(at)
-    assert list(fig.data[0].y) == [VIT]
+    ((_, link, tooltip),) = _tiles(matrix_page(at))
+    assert html.unescape(tooltip).startswith(f"{VIT}\ninductor/default dyn=false bf16\n")
+    # The tile's link keeps the filters, so Model detail opens with the same sidebar.
+    query = urllib.parse.parse_qsl(urllib.parse.urlsplit(html.unescape(link)).query)
+    assert query == [
+        ("model", VIT),
+        ("config", "inductor/default dyn=false bf16"),
+        ("status", "compile_error"),
+        ("backend", "inductor"),
+    ]
+
+
+def test_the_matrix_colours_by_speedup(app):
+    app.query_params["color"] = "speedup"
+    at = no_exception(app.run())
+    colors = [color for color, _, _ in _tiles(matrix_page(at))]
+    # convnext_atto (1.8x), resnet18 (1.5x, 1.02x), vit (no speedup: failed, 1.1x).
+    assert colors == [
+        charts.speedup_color(1.8),
+        charts.speedup_color(1.5),
+        charts.speedup_color(1.02),
+        charts.NO_SPEEDUP_COLOR,
+        charts.speedup_color(1.1),
+    ]
 
 
 def test_rows_by_family_and_speedup_colouring(app):
@@ -358,6 +441,6 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
         ["--db", str(tmp_path / "my.duckdb"), "--runs-dir", str(tmp_path), "--server.port", "9"]
     )
     ((command, env),) = calls
-    assert command[1:4] == ["-m", "streamlit", "run"] and command[4].endswith("dashboard/app.py")
+    assert command[1:3] == ["-m", "dashboard.serve"] and command[3].endswith("dashboard/app.py")
     assert command[-2:] == ["--server.port", "9"]
     assert env["ZOO_DB"] == str(tmp_path / "my.duckdb") and env["ZOO_RUNS_DIR"] == str(tmp_path)

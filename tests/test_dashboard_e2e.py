@@ -1,7 +1,8 @@
-"""End to end: ``streamlit run`` on a small fixture, driven by headless Chromium.
+"""End to end: the dashboard server on a small fixture, driven by headless Chromium.
 
-Loads the matrix, filters it through the URL, clicks a cell to open its model's detail
-and saves a screenshot of each step (to the test's temporary folder, and to
+Starts the server as ``zoo-dashboard`` does (tests/live_dashboard.py), loads the matrix,
+filters it through the URL, clicks a cell to open its model's detail (on the config the
+cell is, with the filters kept) and saves a screenshot of each step (to the test's temporary folder, and to
 ``artifacts/screenshots/`` when ``ZOO_SCREENSHOTS`` is set). Needs Playwright's Python
 package and Debian's chromium; without them the test is skipped, except under CI (env
 ``CI``), where it fails.
@@ -11,34 +12,20 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from dashboard.serve import READY
 from tests.dashboard_data import build
+from tests.live_dashboard import CHROMIUM, CHROMIUM_ARGS, live_dashboard
 
 REPO = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 INSTALL = (
     "pip install playwright (the Python package only; no `playwright install`) and "
     "apt-get install chromium (Debian's, at /usr/bin/chromium)"
 )
-MARKER = ".js-plotly-plot .scatterlayer path.point"
+TILE = "table.zoo-matrix td a"
 TIMEOUT_MS = 30_000
 
 
@@ -59,55 +46,14 @@ def sync_playwright():
     pytest.skip(message)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def server(tmp_path):
     runs_dir, db_path = build(tmp_path / "data")
-    port = _free_port()
-    log = (tmp_path / "streamlit.log").open("w")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "streamlit",
-            "run",
-            str(REPO / "dashboard" / "app.py"),
-            "--server.headless",
-            "true",
-            "--server.port",
-            str(port),
-            "--server.address",
-            "127.0.0.1",
-            "--browser.gatherUsageStats",
-            "false",
-            "--server.fileWatcherType",
-            "none",
-        ],
-        env=dict(os.environ, ZOO_RUNS_DIR=str(runs_dir), ZOO_DB=str(db_path)),
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(f"{base}/_stcore/health", timeout=1) as response:
-                if response.read() == b"ok":
-                    break
-        except OSError:
-            if process.poll() is not None or time.monotonic() > deadline:
-                log.close()
-                pytest.fail(f"streamlit did not start:\n{(tmp_path / 'streamlit.log').read_text()}")
-            time.sleep(0.2)
-    yield base
-    process.terminate()
-    process.wait(timeout=30)
-    log.close()
+    log = tmp_path / "zoo-dashboard.log"
+    # zoo-dashboard loads the results as it starts, before any browser asks.
+    with live_dashboard(runs_dir, db_path, log, wait_for_data=True) as dashboard:
+        assert f"{READY} in " in log.read_text() and "(4 parquet files)" in log.read_text()
+        yield dashboard.url
 
 
 def _shoot(page, tmp_path: Path, name: str) -> None:
@@ -136,32 +82,29 @@ def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path
         page.set_default_timeout(TIMEOUT_MS)
 
         page.goto(server)
-        page.locator(MARKER).first.wait_for()
+        page.locator(TILE).first.wait_for()
         page.get_by_text("Models 1–3 of 3", exact=False).wait_for()
-        assert page.locator(MARKER).count() == 5
+        assert page.locator(TILE).count() == 5
         _no_exception(page)
         _shoot(page, tmp_path, "1-matrix")
 
         page.goto(f"{server}/?status=compile_error&status=not-a-status")
         page.get_by_text("Models 1–1 of 1", exact=False).wait_for()
-        page.locator(MARKER).first.wait_for()
-        assert page.locator(MARKER).count() == 1
+        page.locator(TILE).first.wait_for()
+        assert page.locator(TILE).count() == 1
         assert "not-a-status" not in page.url
         _no_exception(page)
         _shoot(page, tmp_path, "2-filtered-by-url")
 
-        cell = page.locator(MARKER).first
-        cell.scroll_into_view_if_needed()
-        box = cell.bounding_box()
-        # Plotly picks the point under the pointer from its hover state: hover, then click.
-        page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-        page.wait_for_timeout(200)
-        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        cell = page.locator(TILE).first
+        tooltip = cell.get_attribute("title")
+        assert "timm/vit_tiny_patch16_224" in tooltip and "status: compile_error" in tooltip
+        cell.click()
         page.wait_for_url("**/detail?**")
         page.get_by_text("LoweringException: boom in aten.fancy_op", exact=False).first.wait_for()
         page.get_by_text("zoo-run --models timm/vit_tiny_patch16_224", exact=False).first.wait_for()
-        assert "model=timm%2Fvit_tiny_patch16_224" in page.url or "vit_tiny" in page.url
-        assert "status=compile_error" in page.url
+        assert "model=timm%2Fvit_tiny_patch16_224" in page.url
+        assert "config=inductor%2Fdefault" in page.url and "status=compile_error" in page.url
         _no_exception(page)
         _shoot(page, tmp_path, "3-model-detail")
         browser.close()

@@ -1,21 +1,20 @@
 """Matrix: models (rows) by configs (columns), coloured by status or speedup.
 
-Clicking a model's cell opens Model detail on that config; clicking a family's tile
-(rows by family) narrows the filters to that family.
+Clicking a model's cell opens Model detail on that config (a link: the matrix of models
+is HTML, shown before plotly.js could start); clicking a family's tile (rows by family)
+narrows the filters to that family.
 """
 
 from __future__ import annotations
 
 import math
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import charts, reads
 from runner.result import STATUSES
 
 PER_PAGE = 50
-DETAIL_PAGE = "pages_/detail.py"
 STATUS_MEANING = {
     "pass": "eager and compiled ran and the compiled output passed the accuracy rule",
     "fail_accuracy": "compiled ran, but its output failed the accuracy rule (timings kept)",
@@ -105,19 +104,14 @@ else:
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
         f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
-        "it to open its detail**."
+        "it to open its detail** (a model's name: all its configs)."
     )
-    st.markdown(charts.status_legend(cells, color_by), unsafe_allow_html=True)
-    event = st.plotly_chart(
-        charts.matrix_figure(cells, shape.configs, models, color_by),
-        key="matrix_chart",
-        on_select="rerun",
-        selection_mode="points",
-        config={"displayModeBar": False},
+    # One HTML element for legend and matrix, and Markdown rather than st.table below:
+    # each other kind of element has the browser fetch and run more code before it paints.
+    st.html(
+        f'<p class="zoo-legend">{charts.status_legend(cells, color_by)}</p>'
+        + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
-    if event.selection.points:
-        point = event.selection.points[0]
-        st.switch_page(DETAIL_PAGE, query_params={"model": point["y"], "config": point["x"]})
 
 st.download_button(
     "Download these cells (CSV)",
@@ -129,8 +123,7 @@ st.download_button(
     help=f"Every cell under the current filters ({chosen.describe()}), all pages",
 )
 with st.expander("What the statuses mean"):
-    st.table(
-        pd.DataFrame(
-            {"status": list(STATUSES), "meaning": [STATUS_MEANING[s] for s in STATUSES]}
-        ).set_index("status")
+    st.markdown(
+        "| status | meaning |\n| --- | --- |\n"
+        + "\n".join(f"| `{status}` | {STATUS_MEANING[status]} |" for status in STATUSES)
     )

@@ -1,0 +1,65 @@
+"""The dashboard's server: ``streamlit run`` in this process, the results loaded at start.
+
+``zoo-dashboard`` becomes ``python -m dashboard.serve APP [streamlit options]``. A
+Streamlit server runs its app script only when a browser asks for a page, so on its own
+it would read every result into DuckDB (seconds for 200,000 rows) while the first
+visitor waits. Here a thread does that as the server starts, into the same cache the
+app reads (``reads.database``, one per process), imports what the pages need, and reads
+what every page shows whatever its filters (the header's counts and the filters'
+options). Everything that depends on a page or its filters is still read, and cached,
+when a browser first asks for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+
+READY = "zoo-dashboard: results loaded"
+
+
+def preload() -> None:
+    """Import the pages' modules and load the results; print how long it took."""
+    start = time.perf_counter()
+    from streamlit import runtime
+
+    # The pages' caches bind to the runtime's storage when their module is imported.
+    while not runtime.exists():
+        time.sleep(0.01)
+    import streamlit as st
+
+    from dashboard import charts, reads  # noqa: F401  (imported for the first request)
+
+    # Streamlit warns that this thread runs no script; it need not.
+    context_log = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
+    level = context_log.level
+    context_log.setLevel(logging.ERROR)
+    try:
+        # Streamlit inspects the whole call stack once per process, on the first element
+        # any script makes (is this a REPL?): here, rather than in the first page asked.
+        st.empty()
+        db = reads.database()
+        if not db.error:
+            # The header and the filters' options: every page asks for them first, whatever
+            # its filters, and they depend on the data alone.
+            reads.overview(db)
+            reads.facets(db)
+    finally:
+        context_log.setLevel(level)
+    outcome = f"error: {db.error}" if db.error else f"{db.sources.parquet_files} parquet files"
+    print(
+        f"{READY} in {time.perf_counter() - start:.2f} s ({outcome})", file=sys.stderr, flush=True
+    )
+
+
+def main() -> None:
+    threading.Thread(target=preload, name="zoo-preload", daemon=True).start()
+    from streamlit.web.cli import main as streamlit
+
+    streamlit(args=["run", *sys.argv[1:]], prog_name="streamlit")
+
+
+if __name__ == "__main__":
+    main()
