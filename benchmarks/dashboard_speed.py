@@ -10,10 +10,13 @@ headless Chromium with Playwright and prints a table, each row the median of its
 - cold load: the first page asked of that server (every query cache empty) by a fresh
   browser (nothing cached): from the request to the first matrix tile shown;
 - warm load: the same address again in a new tab (queries cached by the server);
-- filter by URL: an address with filters (``?status=compile_error&backend=inductor``);
+- filter by URL: an address with filters (``?status=compile_error&backend=inductor``)
+  in a new tab: a page load, bound by the blank-page floor, not a filter change;
 - filter by widget: a model search typed in the sidebar (three per round, each new to
   the server) until the matrix shows the new rows;
 - next page: the matrix's page 2 through its pager;
+- cold load, browser cache warm: the same browser profile to the server restarted (a
+  returning visitor: Streamlit's code comes from the browser's cache, the data does not);
 - with ``--floors``, a blank Streamlit page and one tiny plotly chart, each on a fresh
   server and browser: what a page costs before any data of ours.
 
@@ -49,10 +52,17 @@ from dashboard import queries  # noqa: E402
 from dashboard.data import load  # noqa: E402
 from runner.config import cell_key  # noqa: E402
 from runner.store import ENVIRONMENT_COLUMNS, RESULT_TYPES, RUN_COLUMNS, SCHEMA_VERSION  # noqa: E402
-from tests.live_dashboard import CHROMIUM, CHROMIUM_ARGS, live_dashboard, live_server  # noqa: E402
+from tests.live_dashboard import (  # noqa: E402
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    free_port,
+    live_dashboard,
+    live_server,
+)
 
 LABEL = "SYNTHETIC benchmark data (benchmarks/dashboard_speed.py)"
 MATRIX_TILE = "table.zoo-matrix td a"
+VIEWPORT = {"width": 1400, "height": 1000}
 MODELS, FAMILIES = 2_000, 150
 CONFIGS = (
     [
@@ -278,19 +288,22 @@ def _first_row(page) -> str:
     return page.evaluate(f"{ROW_LABELS}[0]")
 
 
-def _new_browser(playwright):
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-    return browser, browser.new_context(viewport={"width": 1400, "height": 1000})
+def _browser(playwright, profile: Path):
+    """Headless Chromium keeping its profile, HTTP cache included, in ``profile``."""
+    return playwright.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS, viewport=VIEWPORT
+    )
 
 
-def measure(base: str, timeout_ms: int = 60_000) -> dict[str, list[float]]:
+def measure(base: str, profile: Path, timeout_ms: int = 60_000) -> dict[str, list[float]]:
     """One round of the measurements against a freshly started server (data loaded, no
-    page asked for yet): each name has one or more timings in seconds."""
+    page asked for yet) by a browser with an empty ``profile``: each name has one or
+    more timings in seconds."""
     from playwright.sync_api import sync_playwright
 
     times: dict[str, list[float]] = {}
     with sync_playwright() as p:
-        browser, context = _new_browser(p)
+        context = _browser(p, profile)
         page = context.new_page()
         start = time.perf_counter()
         page.goto(base + "/")
@@ -341,8 +354,24 @@ def measure(base: str, timeout_ms: int = 60_000) -> dict[str, list[float]]:
             timeout=timeout_ms,
         )
         times["next page"] = [time.perf_counter() - start]
-        browser.close()
+        context.close()
     return times
+
+
+def measure_returning(base: str, profile: Path, timeout_ms: int = 60_000) -> float:
+    """A browser that has seen the dashboard before (its ``profile`` holds Streamlit's
+    code, which the server marks immutable) asks a freshly started server for the matrix."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        context = _browser(p, profile)
+        page = context.new_page()
+        start = time.perf_counter()
+        page.goto(base + "/")
+        page.locator(MATRIX_TILE).first.wait_for(timeout=timeout_ms)
+        elapsed = time.perf_counter() - start
+        context.close()
+    return elapsed
 
 
 def measure_floors(folder: Path, timeout_ms: int = 60_000) -> dict[str, list[float]]:
@@ -355,14 +384,15 @@ def measure_floors(folder: Path, timeout_ms: int = 60_000) -> dict[str, list[flo
         app = folder / f"{name.split()[-1]}.py"
         app.write_text(f"import streamlit as st\n{body}\n")
         command = ["-m", "streamlit", "run", str(app)]
+        profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=folder))
         with live_server(command, folder / f"{app.stem}.log") as server, sync_playwright() as p:
-            browser, context = _new_browser(p)
+            context = _browser(p, profile)
             page = context.new_page()
             start = time.perf_counter()
             page.goto(server.url)
             page.locator(selector).first.wait_for(timeout=timeout_ms)
             times[name] = [time.perf_counter() - start]
-            browser.close()
+            context.close()
     return times
 
 
@@ -396,19 +426,26 @@ def main() -> None:
         for _ in range(args.repeat):
             before = _load()
             log = Path(tmp) / "zoo-dashboard.log"
-            with live_dashboard(runs_dir, db_path, log, wait_for_data=True) as server:
+            profile = Path(tempfile.mkdtemp(prefix="chromium-", dir=tmp))
+            # The same port twice: a browser caches per origin.
+            port = free_port()
+            with live_dashboard(runs_dir, db_path, log, True, port) as server:
                 times = {"server start to data loaded": [server.ready_s]}
-                times.update(measure(server.url))
+                times.update(measure(server.url, profile))
+            with live_dashboard(runs_dir, db_path, log, True, port) as server:
+                times["cold load, browser cache warm"] = [measure_returning(server.url, profile)]
             if args.floors:
                 times.update(measure_floors(Path(tmp)))
             rounds.append(times)
             loads.append((before, _load()))
             print(f"round {len(rounds)}: " + ", ".join(f"{k} {v[0]:.2f}" for k, v in times.items()))
     # The issue's targets: the matrix within 2 s of a cold request, a filter within 0.5 s.
-    targets = {"cold load": 2.0, "filter by URL": 0.5, "filter by widget": 0.5}
+    # A filter given by URL is a page load (see the blank-page floor), not a filter change.
+    targets = {"cold load": 2.0, "filter by widget": 0.5}
     print(
         f"\n{rows:,} result rows; {len(rounds)} rounds, each a fresh server (data loaded at "
-        "its start, every query cache empty) and a fresh headless Chromium"
+        "its start, every query cache empty) and a fresh headless Chromium (empty profile); "
+        "then the same browser to the server restarted"
     )
     print(
         "load average (1 min) at the rounds' starts and ends: "

@@ -44,24 +44,32 @@ def free_port() -> int:
 
 @contextmanager
 def live_dashboard(
-    runs_dir: Path, db_path: Path, log_path: Path, wait_for_data: bool = False
+    runs_dir: Path,
+    db_path: Path,
+    log_path: Path,
+    wait_for_data: bool = False,
+    port: int | None = None,
 ) -> Iterator[LiveDashboard]:
     """``zoo-dashboard`` on ``runs_dir`` and ``db_path`` until the block ends; its output
     goes to ``log_path``. With ``wait_for_data``, the block starts once the server has
     loaded the results (what it does as it starts), not only once it answers."""
     command = ["-m", "dashboard.cli", "--runs-dir", str(runs_dir), "--db", str(db_path)]
-    with live_server(command, log_path, READY if wait_for_data else None) as server:
+    with live_server(command, log_path, READY if wait_for_data else None, port) as server:
         yield server
 
 
 @contextmanager
 def live_server(
-    command: list[str], log_path: Path, ready: str | None = None, timeout_s: float = 60
+    command: list[str],
+    log_path: Path,
+    ready: str | None = None,
+    port: int | None = None,
+    timeout_s: float = 60,
 ) -> Iterator[LiveDashboard]:
     """``python COMMAND`` (a Streamlit server: ``-m streamlit run app.py`` or
-    ``-m dashboard.cli``), headless on a free port, until the block ends; with ``ready``,
-    the block starts once that text is in its output."""
-    port = free_port()
+    ``-m dashboard.cli``), headless on ``port`` (a free one by default), until the block
+    ends; with ``ready``, the block starts once that text is in its output."""
+    port = port or free_port()
     options = ["--server.headless", "true", "--server.port", str(port)]
     options += ["--server.address", "127.0.0.1", "--server.fileWatcherType", "none"]
     options += ["--browser.gatherUsageStats", "false"]
