@@ -50,7 +50,7 @@ table.zoo-matrix td {{ width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
 table.zoo-matrix td.empty {{ background: #f5f5f5; }}
-table.zoo-matrix th.config {{ height: {HEADER_PX - 30}px; vertical-align: bottom; }}
+table.zoo-matrix th.config {{ vertical-align: bottom; }}
 table.zoo-matrix th.config div {{ width: {TILE_PX}px; white-space: nowrap; font-weight: normal;
     transform: translate(8px, 0) rotate(-55deg); transform-origin: bottom left; }}
 table.zoo-matrix th.model {{ text-align: right; font-weight: normal; padding-right: 6px;
@@ -164,6 +164,9 @@ def matrix_html(
     model_link = {model: f"detail?model={urllib.parse.quote_plus(model)}" for model in models}
     config_arg = {config: f"&amp;config={urllib.parse.quote_plus(config)}" for config in configs}
 
+    # The config names stand turned by 55 degrees above their columns: the row is as tall
+    # as the longest one needs (about 5.6 px a character at 12 px, times sin 55 degrees).
+    header_px = round(20 + 4.6 * max((len(config) for config in configs), default=0))
     head = "".join(
         f'<th class="config"><div>{html.escape(config)}</div></th>' for config in configs
     )
@@ -196,7 +199,8 @@ def matrix_html(
     return (
         f"<style>{_MATRIX_CSS}</style>"
         f'<div class="zoo-matrix-frame"><table class="zoo-matrix">'
-        f"<thead><tr><th></th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f'<thead><tr style="height:{header_px}px"><th></th>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
     )
 
 

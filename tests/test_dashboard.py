@@ -114,6 +114,10 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     assert page.count('<td class="empty">') == 2
     assert re.findall(r'<th class="config"><div>([^<]+)</div>', page) == CONFIGS
     assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', page) == MODELS
+    # The turned config names fit above the tiles: a longer name, a taller header.
+    longer = charts.matrix_html(CELLS, [*CONFIGS, "inductor/max-autotune-no-cudagraphs"], MODELS)
+    height = re.compile(r'<tr style="height:(\d+)px">')
+    assert int(height.search(longer)[1]) > int(height.search(page)[1])
     # Two families on the page: a row naming each before its first model.
     assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
 
