@@ -27,6 +27,7 @@ import torch
 import torchax
 import torchax.export
 from jax import monitoring
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from runner.measure import (
     MB,
@@ -171,10 +172,14 @@ class XlaMeasurement(Measurement):
         started = time.perf_counter()
         if self.config.backend == XLA_EXPORT:
             self.step = "export"
-            exported = torch.export.export(
-                module, self.inputs, dynamic_shapes=self.export_dynamic_shapes()
-            )
-            self.states, function = torchax.export.exported_program_to_jax(exported)
+            # Attention is exported as math on every device: decomposed on CUDA, SDPA
+            # becomes the fused efficient/cuDNN kernels, which torchax cannot lower
+            # (measured on the H200: BertForMaskedLM failed in both precisions).
+            with sdpa_kernel(SDPBackend.MATH):
+                exported = torch.export.export(
+                    module, self.inputs, dynamic_shapes=self.export_dynamic_shapes()
+                )
+                self.states, function = torchax.export.exported_program_to_jax(exported)
             export_s = time.perf_counter() - started
         else:
             self.step = "jax trace"
