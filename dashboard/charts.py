@@ -285,7 +285,7 @@ def status_legend(cells: pd.DataFrame, color_by: str) -> str:
         f'<span style="color:{STATUS_COLORS.get(s, UNKNOWN_STATUS_COLOR)}">■</span> '
         f"{html.escape(str(s))} ({counts[s]:,})"
         for s in ordered
-    )
+    ) + (" <small>(cells on this page)</small>" if ordered else "")
 
 
 def _empty(message: str) -> go.Figure:

@@ -22,7 +22,8 @@ from streamlit.testing.v1 import AppTest
 from dashboard import charts, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
-from tests.dashboard_data import SIGNATURE, build
+from runner.store import RunRecord, Store
+from tests.dashboard_data import ENV, SIGNATURE, build, cell, timed
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 VIT = "timm/vit_tiny_patch16_224"
@@ -391,6 +392,29 @@ def test_model_detail_page(app):
     assert "p25 9.800" in page  # the eager timing's spread
     (latency,) = plotly_figures(at)
     assert [t.name for t in latency.data] == ["eager", "compiled"]
+
+
+def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_path, monkeypatch):
+    runs_dir, db_path = build(tmp_path)
+    other = dict(ENV, env_id="env-other-machine", torchax="0.0.13")
+    store = Store.open(db_path)
+    store.record_environment(other)
+    run = RunRecord(label="elsewhere", command="zoo-run --models resnet18", status="finished")
+    store.start_run(run)
+    again = cell("resnet18", "resnet", "inductor", "pass", **timed(1.2, 10.0))
+    again.env_id = other["env_id"]
+    again.cell_key = again.cell_key + "-other"
+    store.write_results(run.run_id, [again])
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(runs_dir))
+    monkeypatch.setenv("ZOO_DB", str(db_path))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["model"] = "timm/resnet18"
+    at = no_exception(at.switch_page("pages_/detail.py").run())
+    configs = list(at.dataframe[0].value["config"])
+    inductor = [c for c in configs if c.startswith("inductor/default")]
+    assert len(inductor) == 2 and len(set(inductor)) == 2, configs
+    assert any("env env-othe · elsewhere" in c for c in inductor), inductor
+    assert any("env env-test · rerun" in c for c in inductor), inductor
 
 
 def test_model_detail_without_a_model_asks_for_one(app):
