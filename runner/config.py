@@ -81,7 +81,7 @@ class Cell:
 
     @property
     def key(self) -> str:
-        return cell_key(self.key_fields())
+        return cell_key(self.key_fields(), build_limit=self.spec.build_limit)
 
     def describe(self) -> str:
         return f"{self.spec.id} · {self.config.label()}"
@@ -99,8 +99,10 @@ class Cell:
         return cls(**data)
 
 
-def cell_key(fields: dict[str, Any]) -> str:
-    """A stable hash of the key fields (same on every machine and Python)."""
+def cell_key(fields: dict[str, Any], build_limit: int | None = None) -> str:
+    """A stable hash of the key fields (same on every machine and Python), and of a
+    parameter limit other than the default (``ModelSpec.build_limit``): cells built at
+    the default limit keep the keys they had before the limit existed."""
     ordered = [
         fields[name]
         for name in (
@@ -117,4 +119,6 @@ def cell_key(fields: dict[str, Any]) -> str:
             "env_id",
         )
     ]
+    if build_limit is not None:
+        ordered.append(["max_params", build_limit])
     return hashlib.sha256(json.dumps(ordered).encode()).hexdigest()[:24]

@@ -191,6 +191,24 @@ def test_plan_gives_hf_cells_their_size_batch_and_sequence():
     assert cell.spec.device == "cuda" and cell.key != tiny.cells[0].key
 
 
+def test_a_parameter_limit_other_than_the_default_is_another_cell():
+    specs = select(["hf/BertModel", "timm/test_resnet"])
+    options = PlanOptions(("eager",), ("default",), ("false",), ("fp32",), ("infer",), "cuda")
+
+    def keys(**settings) -> dict[str, str]:
+        plan = plan_cells(specs, replace(options, **settings), "env")
+        return {cell.spec.suite: cell.key for cell in plan.cells}
+
+    default, explicit, lower = keys(), keys(max_params=10**9), keys(max_params=5 * 10**7)
+    # The default limit, implied or said, keeps the keys cells had before limits existed.
+    assert default == explicit
+    assert lower["hf"] != default["hf"]
+    # A suite with one size does not take the limit.
+    assert lower["timm"] == default["timm"]
+    tiny = keys(size="tiny", max_params=5 * 10**7)
+    assert tiny["hf"] == keys(size="tiny")["hf"]
+
+
 def test_depth_cut_is_in_the_cell_notes():
     spec = hf_spec("BertModel", size="full", max_params=30 * 10**6)
     cell = Cell(spec, CellConfig("eager", "none", "false", "fp32"), "full", 2, 8, "cpu", "env")

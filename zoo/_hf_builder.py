@@ -21,10 +21,9 @@ import transformers
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-from zoo.spec import ModelSpec
+from zoo.spec import DEFAULT_MAX_PARAMS, ModelSpec
 
 SIZES = ("tiny", "full")
-DEFAULT_MAX_PARAMS = 1_000_000_000
 DEFAULT_BATCH_SIZE = 2
 DEFAULT_SEQ_LEN = 16
 INPUT_SEED = 0

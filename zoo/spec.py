@@ -23,6 +23,9 @@ _SUITE_MODULES = {
     "custom": "zoo.custom",
 }
 
+# Full-size models above this many parameters are built shallower (--max-params).
+DEFAULT_MAX_PARAMS = 1_000_000_000
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -49,6 +52,14 @@ class ModelSpec:
     size: str = "full"
     max_params: int | None = None
     device: str | None = None
+
+    @property
+    def build_limit(self) -> int | None:
+        """The parameter limit when it is not the default one (``None`` otherwise): a
+        full model built under another limit may be another model, so another cell."""
+        if self.size != "full" or self.max_params in (None, DEFAULT_MAX_PARAMS):
+            return None
+        return self.max_params
 
     def _suite(self):
         try:
