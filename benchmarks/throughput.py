@@ -6,7 +6,12 @@ combine. Prints cells/hour of each, their ratio, and how well per-cell speedups 
 
     python benchmarks/throughput.py --phase serial   --out OUT --limit-s 500
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8
+    python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --timing-cpus 2
     python benchmarks/throughput.py --phase report   --out OUT
+
+``--timing-cpus N`` keeps N cores free of compiling workers for the timing (zoo-run's
+option of the same name); each parallel variant is written to its own file and the
+report compares every one with the serial phase.
 """
 
 from __future__ import annotations
@@ -64,22 +69,32 @@ def _run_phase(args) -> None:
             keep = _serial_keys(args.out)
             todo = [c for c in cells if keep is None or c.key in keep]
             gpus = environment.gpu_uuids() if device == "cuda" else []
-            Executor(Path(workdir), workers=args.workers, gpus=gpus).run(
-                todo, on_result=results.append
-            )
+            Executor(
+                Path(workdir),
+                workers=args.workers,
+                gpus=gpus,
+                timing_cpus_per_gpu=args.timing_cpus,
+            ).run(todo, on_result=results.append)
     elapsed = time.monotonic() - started
     record = {
-        "phase": args.phase,
+        "phase": _phase_name(args),
         "workers": 1 if args.phase == "serial" else args.workers,
+        "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
         "elapsed_s": elapsed,
         "cells": [
             {"key": r.cell_key, "model": r.model_id, "status": r.status, "speedup": r.speedup}
             for r in results
         ],
     }
-    path = args.out / f"{args.phase}.json"
+    path = args.out / f"{_phase_name(args)}.json"
     path.write_text(json.dumps(record, indent=1))
     print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s -> {path}")
+
+
+def _phase_name(args) -> str:
+    if args.phase == "parallel" and args.timing_cpus:
+        return f"parallel-timing-cpus{args.timing_cpus}"
+    return args.phase
 
 
 def _serial_keys(out: Path) -> set[str] | None:
@@ -92,33 +107,39 @@ def _serial_keys(out: Path) -> set[str] | None:
 
 def _report(out: Path) -> None:
     serial = json.loads((out / "serial.json").read_text())
-    parallel = json.loads((out / "parallel.json").read_text())
-    rows = []
-    for phase in (serial, parallel):
-        per_hour = len(phase["cells"]) / phase["elapsed_s"] * 3600
-        rows.append((phase["phase"], phase["workers"], len(phase["cells"]), per_hour))
-    print(f"{'phase':10} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
-    for name, workers, count, per_hour in rows:
-        print(f"{name:10} {workers:7d} {count:6d} {per_hour:11.0f}")
-    print(f"ratio parallel/serial: {rows[1][3] / rows[0][3]:.2f}x")
-    by_key = {c["key"]: c for c in serial["cells"]}
-    differences = []
-    for cell in parallel["cells"]:
-        other = by_key.get(cell["key"])
-        if other and cell["speedup"] and other["speedup"]:
-            differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
-    statuses = sum(
-        1
-        for c in parallel["cells"]
-        if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
-    )
-    if differences:
-        worst, worst_model = max(differences)
-        median = statistics.median(d for d, _ in differences)
+    variants = [json.loads(path.read_text()) for path in sorted(out.glob("parallel*.json"))]
+    print(f"{'phase':28} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
+    serial_rate = _per_hour(serial)
+    for phase in (serial, *variants):
         print(
-            f"speedup agreement over {len(differences)} cells: median relative difference "
-            f"{median:.1%}, largest {worst:.1%} ({worst_model}); status differences: {statuses}"
+            f"{phase['phase']:28} {phase['workers']:7d} {len(phase['cells']):6d} "
+            f"{_per_hour(phase):11.0f}"
         )
+    by_key = {c["key"]: c for c in serial["cells"]}
+    for phase in variants:
+        print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
+        differences = []
+        for cell in phase["cells"]:
+            other = by_key.get(cell["key"])
+            if other and cell["speedup"] and other["speedup"]:
+                differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
+        statuses = sum(
+            1
+            for c in phase["cells"]
+            if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
+        )
+        if differences:
+            worst, worst_model = max(differences)
+            median = statistics.median(d for d, _ in differences)
+            print(
+                f"speedup agreement over {len(differences)} cells: median relative difference "
+                f"{median:.1%}, largest {worst:.1%} ({worst_model}); status differences: "
+                f"{statuses}"
+            )
+
+
+def _per_hour(phase: dict) -> float:
+    return len(phase["cells"]) / phase["elapsed_s"] * 3600
 
 
 def main() -> None:
@@ -130,6 +151,7 @@ def main() -> None:
     parser.add_argument("--modes", default="default")
     parser.add_argument("--precision", default=None)
     parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--timing-cpus", type=int, default=0)
     parser.add_argument("--limit-s", type=float, default=500.0)
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)

@@ -46,14 +46,15 @@ def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = No
     return parse
 
 
-def _positive(kind):
+def _positive(kind, zero_ok: bool = False):
     def parse(text: str):
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        if value < 0 or (value == 0 and not zero_ok):
+            wanted = "0 or more" if zero_ok else "positive"
+            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
         return value
 
     parse.__name__ = kind.__name__
@@ -187,6 +188,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="cells built and compiled at once; timing always holds one lock per GPU "
         "(default on cuda: from CPU cores and GPU memory; 1 on cpu)",
     )
+    run.add_argument(
+        "--timing-cpus",
+        type=_positive(int, zero_ok=True),
+        default=0,
+        metavar="N",
+        help="cuda: keep N cores per GPU free of compiling workers; a worker moves its "
+        "timing there while it holds the GPU (default 0: none kept)",
+    )
     return parser
 
 
@@ -246,6 +255,15 @@ def _run(args, argv: list[str] | None) -> int:
     console = _console(stderr=True)
     out = _console(stderr=False)
     device = _device(args)
+    if args.timing_cpus and device == "cuda":
+        from runner.gpu_lock import split_cpus
+
+        try:
+            split_cpus(os.sched_getaffinity(0), len(environment.gpu_uuids()), args.timing_cpus)
+        except ValueError as error:
+            raise UsageError(f"--timing-cpus {args.timing_cpus}: {error}") from None
+    elif args.timing_cpus:
+        console.print("--timing-cpus applies to cuda runs; ignored on cpu")
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
 
@@ -349,9 +367,10 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
         try:
-            Executor(Path(workdir), workers=workers, gpus=gpus).run(
-                plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase
+            executor = Executor(
+                Path(workdir), workers=workers, gpus=gpus, timing_cpus_per_gpu=args.timing_cpus
             )
+            executor.run(plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase)
         except Interrupted:
             status = "interrupted"
     store.finish_run(run_id, status, len(results))

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from runner.config import Cell
-from runner.gpu_lock import WAITING_PHASE
+from runner.gpu_lock import WAITING_PHASE, format_cpus, split_cpus
 from runner.result import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
 
 # How long a new worker may take to import torch and friends before the cell's own
@@ -79,6 +79,7 @@ class Worker:
         env: dict[str, str],
         lock_key: str | None = None,
         lock_dir: Path | None = None,
+        cpu_args: list[str] | None = None,
     ):
         self.kind = kind
         self.name = name
@@ -91,6 +92,7 @@ class Worker:
             command += ["--lock-key", lock_key]
         if lock_dir:
             command += ["--lock-dir", str(lock_dir)]
+        command += cpu_args or []
         self.proc = subprocess.Popen(
             command,
             stdin=subprocess.PIPE,
@@ -156,12 +158,16 @@ class Executor:
         gpus: list[str] | None = None,
         lock_dir: Path | None = None,
         reuse_workers: bool = True,
+        timing_cpus_per_gpu: int = 0,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
         where the workers share one timing lock for the host. ``reuse_workers=False``
         gives every cell a fresh process (the serial baseline of the throughput
-        benchmark)."""
+        benchmark). ``timing_cpus_per_gpu`` (with ``gpus``): that many cores per GPU
+        are kept free of compiling workers, and a worker timing on that GPU moves there
+        while it holds the lock (``runner.gpu_lock.split_cpus``; ValueError when too
+        few cores are left)."""
         self.workdir = workdir
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
@@ -170,20 +176,36 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        self._timing_cpus: list[frozenset[int]] = []
+        self._compile_cpus: frozenset[int] = frozenset()
+        if timing_cpus_per_gpu and self.gpus:
+            self._timing_cpus, self._compile_cpus = split_cpus(
+                os.sched_getaffinity(0), len(self.gpus), timing_cpus_per_gpu
+            )
 
     def _spawn(self, kind: str, slot: int) -> Worker:
         self._spawned += 1
         env = dict(self.env)
+        cpu_args: list[str] = []
         if self.gpus:
-            gpu = self.gpus[slot % len(self.gpus)]
+            index = slot % len(self.gpus)
+            gpu = self.gpus[index]
             env["CUDA_VISIBLE_DEVICES"] = gpu
             lock_key = gpu
+            if self._timing_cpus:
+                cpu_args = [
+                    "--compile-cpus",
+                    format_cpus(self._compile_cpus),
+                    "--timing-cpus",
+                    format_cpus(self._timing_cpus[index]),
+                ]
         else:
             lock_key = "cpu"
         if kind == "xla":
             # JAX must not take the GPU at its first use: torch shares it in the process.
             env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        return Worker(kind, self.workdir, f"worker-{self._spawned}", env, lock_key, self.lock_dir)
+        name = f"worker-{self._spawned}"
+        return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
     def run(
         self,

@@ -34,7 +34,16 @@ def main(argv: list[str] | None = None) -> int:
         "--lock-key", default=None, help="the GPU (UUID) whose timing lock this worker takes"
     )
     parser.add_argument("--lock-dir", type=Path, default=None)
+    parser.add_argument(
+        "--compile-cpus", default=None, help="cores this worker runs on (comma-separated)"
+    )
+    parser.add_argument(
+        "--timing-cpus", default=None, help="cores its timing moves to while it holds the lock"
+    )
     args = parser.parse_args(argv)
+    if args.compile_cpus:
+        # Before torch is imported: its threads, and Inductor's compile workers, inherit it.
+        os.sched_setaffinity(0, {int(cpu) for cpu in args.compile_cpus.split(",")})
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
@@ -51,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
 
     timing_gate = contextlib.nullcontext
     if args.lock_key:
-        from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock
+        from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock, parse_cpus
 
         lock = GpuLock(
             args.lock_key,
             args.lock_dir or DEFAULT_LOCK_DIR,
             on_wait=lambda: _write_atomic(args.status_file, f"{current['key']} {WAITING_PHASE}"),
             on_acquired=lambda: report_phase(current["phase"]),
+            timing_cpus=parse_cpus(args.timing_cpus),
         )
         timing_gate = lock.held
         if args.lock_key != "cpu":

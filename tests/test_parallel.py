@@ -16,7 +16,7 @@ import pytest
 
 from runner.config import Cell, CellConfig
 from runner.execute import Executor
-from runner.gpu_lock import GpuLock
+from runner.gpu_lock import GpuLock, split_cpus
 from runner.plan import PlanOptions, plan_cells
 from zoo.catalog import select
 
@@ -28,7 +28,7 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         f"""
         import json, sys, time
         from pathlib import Path
-        from runner.gpu_lock import GpuLock
+        from runner.gpu_lock import GpuLock, split_cpus
         lock = GpuLock("GPU-test", Path({str(tmp_path)!r}))
         with lock.held():
             with lock.held():  # re-entrant: Inductor's benchmarking inside our timing
@@ -53,7 +53,7 @@ def _hold_lock_elsewhere(key: str, lock_dir: Path, seconds: float) -> subprocess
         [
             sys.executable,
             "-c",
-            "import time; from pathlib import Path; from runner.gpu_lock import GpuLock; "
+            "import time; from pathlib import Path; from runner.gpu_lock import GpuLock, split_cpus; "
             f"held = GpuLock({key!r}, Path({str(lock_dir)!r})).held(); held.__enter__(); "
             f"print('held', flush=True); time.sleep({seconds})",
         ],
@@ -150,3 +150,47 @@ def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys):
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT model_id, status FROM results ORDER BY model_id").fetchall()
     assert rows == [("timm/test_resnet", "pass"), ("timm/test_vit", "pass")]
+
+
+def test_cores_are_split_between_compiling_and_the_timing_of_each_gpu():
+    timing, compiling = split_cpus(range(16), gpus=2, per_gpu=2)
+    assert timing == [frozenset({12, 13}), frozenset({14, 15})]
+    assert compiling == frozenset(range(12))
+    with pytest.raises(ValueError, match="at least one must be left"):
+        split_cpus(range(4), gpus=2, per_gpu=2)
+
+
+def test_the_lock_holder_runs_on_the_timing_cores_and_returns(tmp_path):
+    before = os.sched_getaffinity(0)
+    lock = GpuLock("GPU-cores", tmp_path, timing_cpus=frozenset({min(before)}))
+    with lock.held():
+        assert os.sched_getaffinity(0) == {min(before)}
+        with lock.held():  # re-entrant: still there
+            assert os.sched_getaffinity(0) == {min(before)}
+        assert os.sched_getaffinity(0) == {min(before)}
+    assert os.sched_getaffinity(0) == before
+
+
+def test_a_worker_compiles_off_the_timing_cores_and_times_on_them(tmp_path):
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("needs two cores to keep one for timing")
+    log = tmp_path / "cores.log"
+    spec = select(None, [f"{FIXTURES / 'toy_models.py'}:CoreRecorder"])[0]
+    cell = Cell(spec, CellConfig("eager", "none", "false", "fp32"), "full", None, None, "cpu", "t")
+    results = []
+    executor = Executor(
+        tmp_path,
+        workers=1,
+        env=dict(os.environ, ZOO_TEST_CORES_LOG=str(log)),
+        gpus=["GPU-not-a-real-one"],  # the multi-GPU path: pinned, one lock per GPU
+        lock_dir=tmp_path / "locks",
+        timing_cpus_per_gpu=1,
+    )
+    executor.run([cell], on_result=results.append)
+    (result,) = results
+    assert result.status == "pass", result.error_message
+    seen = [tuple(json.loads(line)) for line in log.read_text().splitlines()]
+    # Reference, eager and compile ran where workers compile; the timed calls ran alone.
+    assert set(seen) == {tuple(cores[:-1]), (cores[-1],)}, seen
+    assert seen.count((cores[-1],)) >= 10  # the timed pairs: at least 5 eager + 5 compiled
