@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections import Counter, defaultdict
 from dataclasses import replace
 
@@ -26,7 +25,7 @@ import torch
 from torch._dynamo.utils import counters
 from torch.profiler import ProfilerActivity, profile
 
-from runner.measure import AUTOCAST_DTYPES
+from runner.measure import AUTOCAST_DTYPES, _cuda_event_ms, _perf_counter_ms
 from zoo.catalog import select
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -38,17 +37,8 @@ ATTENTION_KINDS = (
 )
 
 
-def _time_ms(fn) -> float:
-    if not torch.cuda.is_available():  # a smoke run on the CPU
-        started = time.perf_counter()
-        fn()
-        return (time.perf_counter() - started) * 1000.0
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end)
+# The cells' own timers: CUDA events on the GPU, the host clock on a CPU smoke run.
+_time_ms = _cuda_event_ms if DEVICE == "cuda" else _perf_counter_ms
 
 
 def _latency(eager, compiled, pairs: int) -> tuple[float, float]:
