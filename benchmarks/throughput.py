@@ -10,8 +10,9 @@ combine. Prints cells/hour of each, their ratio, and how well per-cell speedups 
     python benchmarks/throughput.py --phase report   --out OUT
 
 ``--timing-cpus N`` keeps N cores free of compiling workers for the timing (zoo-run's
-option of the same name); each parallel variant is written to its own file and the
-report compares every one with the serial phase.
+option of the same name). The parallel phase uses every GPU CUDA_VISIBLE_DEVICES leaves
+visible. Each parallel variant (GPU count, reserved cores) is written to its own file and
+the report compares every one with the serial phase (run the serial phase with one GPU).
 """
 
 from __future__ import annotations
@@ -55,6 +56,8 @@ def _run_phase(args) -> None:
     from runner.execute import Executor
 
     cells, device = _cells(args)
+    # The GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA_VISIBLE_DEVICES=0 for one of two).
+    gpus = environment.gpu_uuids() if device == "cuda" else []
     results = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
@@ -68,7 +71,6 @@ def _run_phase(args) -> None:
         else:
             keep = _serial_keys(args.out)
             todo = [c for c in cells if keep is None or c.key in keep]
-            gpus = environment.gpu_uuids() if device == "cuda" else []
             Executor(
                 Path(workdir),
                 workers=args.workers,
@@ -76,8 +78,10 @@ def _run_phase(args) -> None:
                 timing_cpus_per_gpu=args.timing_cpus,
             ).run(todo, on_result=results.append)
     elapsed = time.monotonic() - started
+    name = _phase_name(args, len(gpus))
     record = {
-        "phase": _phase_name(args),
+        "phase": name,
+        "gpus": len(gpus),
         "workers": 1 if args.phase == "serial" else args.workers,
         "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
         "elapsed_s": elapsed,
@@ -86,15 +90,17 @@ def _run_phase(args) -> None:
             for r in results
         ],
     }
-    path = args.out / f"{_phase_name(args)}.json"
+    path = args.out / f"{name}.json"
     path.write_text(json.dumps(record, indent=1))
     print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s -> {path}")
 
 
-def _phase_name(args) -> str:
-    if args.phase == "parallel" and args.timing_cpus:
-        return f"parallel-timing-cpus{args.timing_cpus}"
-    return args.phase
+def _phase_name(args, gpus: int) -> str:
+    """``serial``; ``parallel`` with the GPU count beyond one and the reserved cores."""
+    if args.phase == "serial":
+        return "serial"
+    name = "parallel" if gpus <= 1 else f"parallel-{gpus}gpus"
+    return f"{name}-timing-cpus{args.timing_cpus}" if args.timing_cpus else name
 
 
 def _serial_keys(out: Path) -> set[str] | None:
@@ -108,12 +114,12 @@ def _serial_keys(out: Path) -> set[str] | None:
 def _report(out: Path) -> None:
     serial = json.loads((out / "serial.json").read_text())
     variants = [json.loads(path.read_text()) for path in sorted(out.glob("parallel*.json"))]
-    print(f"{'phase':28} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
+    print(f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
     serial_rate = _per_hour(serial)
     for phase in (serial, *variants):
         print(
-            f"{phase['phase']:28} {phase['workers']:7d} {len(phase['cells']):6d} "
-            f"{_per_hour(phase):11.0f}"
+            f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
+            f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}"
         )
     by_key = {c["key"]: c for c in serial["cells"]}
     for phase in variants:
