@@ -352,18 +352,23 @@ class Measurement:
     def time_eager_and_compiled(self) -> None:
         self.enter("timing")
         timer = self.timer()
-        plan = TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
         with self.precision():
-            warmups, started = 0, time.perf_counter()
-            while warmups < WARMUPS or time.perf_counter() - started < WARMUP_S:
-                self.run_eager()
-                self.run_compiled()
-                self.sync()
-                warmups += 1
-            eager, compiled = _interleaved_samples(
-                lambda: timer(self.run_eager), lambda: timer(self.run_compiled), plan
+            _warm_up(lambda: (self.run_eager(), self.run_compiled(), self.sync()))
+            pairs = _repeat(
+                lambda: (timer(self.run_eager), timer(self.run_compiled)), self.timing_plan()
             )
-        _record_timing(self.result, eager, compiled)
+        _record_timing(self.result, [e for e, _ in pairs], [c for _, c in pairs])
+
+    def time_alone(self, call: Callable[[], Any]) -> list[float]:
+        """``call`` warmed up, then timed by itself, as many times as the timing plan says
+        (for routes whose two sides cannot be interleaved fairly)."""
+        timer = self.timer()
+        with self.precision():
+            _warm_up(lambda: (call(), self.sync()))
+            return _repeat(lambda: timer(call), self.timing_plan())
+
+    def timing_plan(self) -> TimingPlan:
+        return TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
 
     def timer(self) -> Callable[[Callable[[], Any]], float]:
         """How one call is timed, in ms: CUDA events on the current stream, else the
@@ -620,19 +625,26 @@ def _host_tensors(value: Any) -> list[torch.Tensor]:
 # -- timing --------------------------------------------------------------------------
 
 
-def _interleaved_samples(
-    time_eager: Callable[[], float], time_compiled: Callable[[], float], plan: TimingPlan
-) -> tuple[list[float], list[float]]:
-    """Eager and compiled times in alternation, so that clock drift hits both alike."""
-    eager: list[float] = []
-    compiled: list[float] = []
+def _warm_up(call: Callable[[], Any]) -> None:
+    """At least WARMUPS calls, and more until WARMUP_S has passed: GPU clocks and
+    allocator caches settle first."""
+    calls, started = 0, time.perf_counter()
+    while calls < WARMUPS or time.perf_counter() - started < WARMUP_S:
+        call()
+        calls += 1
+
+
+def _repeat(sample: Callable[[], Any], plan: TimingPlan) -> list[Any]:
+    """``sample()`` at least ``plan.min_pairs`` times, then until ``plan.budget_s`` has
+    passed, at most ``plan.max_pairs`` times. Sampling eager and compiled together, in
+    alternation, lets clock drift hit both alike."""
+    samples: list[Any] = []
     started = time.perf_counter()
-    while len(eager) < plan.max_pairs and (
-        len(eager) < plan.min_pairs or time.perf_counter() - started < plan.budget_s
+    while len(samples) < plan.max_pairs and (
+        len(samples) < plan.min_pairs or time.perf_counter() - started < plan.budget_s
     ):
-        eager.append(time_eager())
-        compiled.append(time_compiled())
-    return eager, compiled
+        samples.append(sample())
+    return samples
 
 
 def _cuda_event_ms(fn: Callable[[], Any]) -> float:
