@@ -231,10 +231,7 @@ class Executor:
                             worker.running = None
                             worker.cells_done += 1
                             healthy = result.status in _HEALTHY and worker.alive()
-                            # Once JAX has run in a process, eager torch there is slower:
-                            # each XLA cell's eager baseline gets a fresh process.
-                            reuse = self.reuse_workers and worker.kind != "xla"
-                            if not (healthy and reuse):
+                            if not (healthy and self.reuse_workers):
                                 worker.kill()
                                 slots[index] = worker = None
                             on_result(result)

@@ -359,14 +359,6 @@ class Measurement:
             )
         _record_timing(self.result, [e for e, _ in pairs], [c for _, c in pairs])
 
-    def time_alone(self, call: Callable[[], Any]) -> list[float]:
-        """``call`` warmed up, then timed by itself, as many times as the timing plan says
-        (for routes whose two sides cannot be interleaved fairly)."""
-        timer = self.timer()
-        with self.precision():
-            _warm_up(lambda: (call(), self.sync()))
-            return _repeat(lambda: timer(call), self.timing_plan())
-
     def timing_plan(self) -> TimingPlan:
         return TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
 

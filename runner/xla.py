@@ -33,7 +33,6 @@ from runner.measure import (
     MB,
     Measurement,
     _host_tensors,
-    _record_timing,
     _seed_everything,
     flatten_tensors,
 )
@@ -113,7 +112,6 @@ class XlaMeasurement(Measurement):
         self.executable: Any = None
         self.states: Any = None
         self.jax_inputs: tuple[Any, ...] = ()
-        self.eager_samples: list[float] = []
 
     def run(self, model: torch.nn.Module | None, inputs_fn: Callable[..., Any] | None) -> None:
         platform = JAX_PLATFORMS[self.device.type]
@@ -165,19 +163,8 @@ class XlaMeasurement(Measurement):
             self.model = self.model.to(self.cast_dtype)
             self.inputs = self.cast(self.inputs)
         eager, eager_once_s = self.eager_outputs()
-        # Eager is timed here, before JAX has run anything in this process (XLA cells get
-        # a fresh worker each): once JAX has run, eager torch calls in its process slow
-        # down (on the H200, BERT-MLM 5.7 ms, then 10.0 ms after some hundred XLA calls).
-        self.enter("timing")
-        with self.timing_gate():
-            self.eager_samples = self.time_alone(self.run_eager)
-        self.notes.append("eager timed before any XLA call, XLA afterwards: not interleaved")
         compiled = self.first_compiled_outputs(eager_once_s)
         self.check_accuracy(fp64_ref, eager, compiled)
-
-    def time_eager_and_compiled(self) -> None:
-        self.enter("timing")
-        _record_timing(self.result, self.eager_samples, self.time_alone(self.run_compiled))
 
     def first_compiled_outputs(self, eager_once_s: float) -> list[torch.Tensor]:
         self.enter("compile")

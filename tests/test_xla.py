@@ -65,10 +65,6 @@ def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
     assert hf["size"] == "tiny" and hf["seq_len"] == 16
     assert "int64 as int32" in hf["notes"]  # jax_enable_x64 is off
     assert "torch.export and conversion" in results[1]["notes"]
-    for r in results:
-        # Eager is timed alone before JAX runs, XLA alone after: both sides fully sampled.
-        assert "eager timed before any XLA call" in r["notes"]
-        assert len(r["eager_samples_ms"]) >= 5 and len(r["compiled_samples_ms"]) >= 5
 
     (env,) = rows(db, "SELECT * FROM environments")
     described = json.loads(env["xla_routes"])
@@ -114,13 +110,12 @@ def test_bf16_cast_dynamic_probe_unsupported_torch_xla_and_separate_processes(tm
     assert torch_xla.traceback_tail is None
 
     assert results["aot_eager"].status == "pass", results["aot_eager"].error_message
-    # Each worker's log names the cells it ran: no process ran both kinds, and each XLA
-    # cell had a process of its own (JAX slows eager torch in its process).
-    ran_by_worker = [
-        re.findall(r"=== zoo-matrix worker: cell \w+ \S+ · (\w+)", log.read_text())
-        for log in tmp_path.glob("worker-*.log")
-    ]
-    assert sorted(ran_by_worker) == [["aot_eager"], ["torch_xla"], ["xla"]]
+    # Each worker's log names the cells it ran: no process ran both kinds.
+    kinds = []
+    for log in sorted(tmp_path.glob("worker-*.log")):
+        ran = re.findall(r"=== zoo-matrix worker: cell \w+ \S+ · (\w+)", log.read_text())
+        kinds.append({"torch" if backend == "aot_eager" else "xla" for backend in ran})
+    assert sorted(map(sorted, kinds)) == [["torch"], ["xla"]]
 
 
 def test_route_reasons_come_from_metadata_alone():
