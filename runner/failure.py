@@ -25,6 +25,7 @@ STEP_STATUS = {
     "inputs": BUILD_ERROR,
     "reference": EAGER_ERROR,
     "eager": EAGER_ERROR,
+    "eager baseline": EAGER_ERROR,  # an XLA cell's eager timing, in its own process
     "compile": COMPILE_ERROR,
     "compiled_run": COMPILE_ERROR,
     "probe": COMPILE_ERROR,

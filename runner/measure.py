@@ -359,6 +359,26 @@ class Measurement:
             )
         _record_timing(self.result, [e for e, _ in pairs], [c for _, c in pairs])
 
+    def synced_timer(self) -> Callable[[Callable[[], Any]], float]:
+        """The host clock around each call, the device synchronized before it stops."""
+
+        def synced_ms(fn: Callable[[], Any]) -> float:
+            start = time.perf_counter()
+            fn()
+            self.sync()
+            return (time.perf_counter() - start) * 1000
+
+        return synced_ms
+
+    def time_alone(
+        self, call: Callable[[], Any], timer: Callable[[Callable[[], Any]], float] | None = None
+    ) -> list[float]:
+        """``call`` warmed up, then timed by itself as the timing plan says (for routes
+        whose two sides are not timed in alternation); ``timer`` defaults to ``timer()``."""
+        timer = timer or self.timer()
+        _warm_up(lambda: (call(), self.sync()))
+        return _repeat(lambda: timer(call), self.timing_plan())
+
     def timing_plan(self) -> TimingPlan:
         return TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
 
@@ -615,6 +635,15 @@ def _host_tensors(value: Any) -> list[torch.Tensor]:
 
 
 # -- timing --------------------------------------------------------------------------
+
+
+def cast_floats(inputs: tuple[Any, ...], dtype: torch.dtype | None) -> tuple[Any, ...]:
+    """The floating-point tensors of ``inputs`` cast to ``dtype`` (none when None)."""
+    if dtype is None:
+        return inputs
+    return tuple(
+        x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+    )
 
 
 def _warm_up(call: Callable[[], Any]) -> None:

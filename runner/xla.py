@@ -12,7 +12,10 @@ breaks torch.compile in the same process.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,18 +32,23 @@ import torchax.export
 from jax import monitoring
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from runner import eager_baseline
+from runner.config import Cell
 from runner.measure import (
+    AUTOCAST_DTYPES,
     MB,
     Measurement,
     _host_tensors,
+    _record_timing,
     _seed_everything,
+    cast_floats,
     flatten_tensors,
 )
 from runner.result import UNSUPPORTED
 from runner.xla_support import XLA_EXPORT
 
 # Precisions an XLA cell casts model and inputs to: autocast does not cross into JAX.
-CAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+CAST_DTYPES = AUTOCAST_DTYPES
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 LOWERING_EVENT = "/jax/core/compile/jaxpr_to_mlir_module_duration"
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
@@ -112,6 +120,7 @@ class XlaMeasurement(Measurement):
         self.executable: Any = None
         self.states: Any = None
         self.jax_inputs: tuple[Any, ...] = ()
+        self.baseline: EagerBaseline | None = None
 
     def run(self, model: torch.nn.Module | None, inputs_fn: Callable[..., Any] | None) -> None:
         platform = JAX_PLATFORMS[self.device.type]
@@ -133,6 +142,8 @@ class XlaMeasurement(Measurement):
             with jax.default_device(self.jax_device), _matmul_precision(precision):
                 super().run(model, inputs_fn)
         finally:
+            if self.baseline is not None:
+                self.baseline.close()
             self.states = self.jax_inputs = self.executable = None
             jax.clear_caches()
 
@@ -148,16 +159,13 @@ class XlaMeasurement(Measurement):
         return f"fp32{tf32}, jax matmul precision highest"
 
     def cast(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
-        if self.cast_dtype is None:
-            return inputs
-        return tuple(
-            x.to(self.cast_dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
-            for x in inputs
-        )
+        return cast_floats(inputs, self.cast_dtype)
 
     # -- steps -----------------------------------------------------------------------
 
     def compile_and_check_accuracy(self) -> None:
+        # The eager baseline's process builds its model while this one compiles.
+        self.baseline = EagerBaseline(self.cell)
         fp64_ref = self.reference_outputs()
         if self.cast_dtype is not None:
             self.model = self.model.to(self.cast_dtype)
@@ -165,6 +173,20 @@ class XlaMeasurement(Measurement):
         eager, eager_once_s = self.eager_outputs()
         compiled = self.first_compiled_outputs(eager_once_s)
         self.check_accuracy(fp64_ref, eager, compiled)
+        self.step = "eager baseline"
+        self.baseline.wait_ready()
+
+    def time_eager_and_compiled(self) -> None:
+        """Eager in a process without JAX (``runner.eager_baseline``): beside JAX, eager
+        torch slows down. Then the XLA calls here, each side timed as a block."""
+        assert self.baseline is not None
+        self.enter("timing")
+        self.step = "eager baseline"
+        eager = self.baseline.samples()
+        self.baseline.close()
+        compiled = self.time_alone(self.run_compiled)
+        _record_timing(self.result, eager, compiled)
+        self.notes.append("eager timed in a process without JAX, then XLA here: not interleaved")
 
     def first_compiled_outputs(self, eager_once_s: float) -> list[torch.Tensor]:
         self.enter("compile")
@@ -246,14 +268,7 @@ class XlaMeasurement(Measurement):
     def timer(self) -> Callable[[Callable[[], Any]], float]:
         """Host clock around each call, synchronized: JAX runs on its own streams, which
         torch's CUDA events do not see (the compiled call blocks until JAX is done)."""
-
-        def synced_ms(fn: Callable[[], Any]) -> float:
-            start = time.perf_counter()
-            fn()
-            self.sync()
-            return (time.perf_counter() - start) * 1000
-
-        return synced_ms
+        return self.synced_timer()
 
     def measure_peak_memory(self) -> None:
         """Eager: torch's peak of one call. Compiled: what XLA's buffer assignment plans
@@ -287,6 +302,53 @@ class XlaMeasurement(Measurement):
         self.result.graph_count = self.first_graphs
         self.result.graph_break_count = 0
         self.result.unique_break_count = 0
+
+
+class EagerBaseline:
+    """A ``runner.eager_baseline`` process for one cell: started early, so that it builds
+    while this one compiles; asked to time when the cell holds the GPU's lock."""
+
+    def __init__(self, cell: Cell) -> None:
+        # Its stderr is the worker's log; it shares the worker's process group, so a
+        # worker killed for its timeout takes it along.
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runner.eager_baseline"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self._send(json.dumps({"cell": cell.to_dict()}))
+
+    def _send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def _receive(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(
+                f"the eager baseline process ended (exit {self.proc.wait()}); "
+                "its traceback is in the worker's log"
+            )
+        return line.strip()
+
+    def wait_ready(self) -> None:
+        if (line := self._receive()) != eager_baseline.READY:
+            raise RuntimeError(f"the eager baseline process said {line!r}, not ready")
+
+    def samples(self) -> list[float]:
+        self._send(eager_baseline.GO)
+        reply = json.loads(self._receive())
+        if reply["jax_imported"]:
+            raise RuntimeError("the eager baseline process imported jax")
+        return reply["samples"]
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
 
 
 @contextlib.contextmanager

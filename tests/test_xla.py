@@ -11,6 +11,7 @@ import importlib.util
 import json
 import re
 import sys
+from pathlib import Path
 
 import duckdb
 import pytest
@@ -20,6 +21,8 @@ from runner.config import NO_MODE, Cell, CellConfig
 from runner.execute import Executor
 from runner.xla_support import routes, unavailable_reason
 from zoo.catalog import select
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 # find_spec, not importorskip: importing torchax here would break torch.compile.
 pytestmark = pytest.mark.skipif(
@@ -65,6 +68,10 @@ def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
     assert hf["size"] == "tiny" and hf["seq_len"] == 16
     assert "int64 as int32" in hf["notes"]  # jax_enable_x64 is off
     assert "torch.export and conversion" in results[1]["notes"]
+    for r in results:
+        # Eager timed in a process without JAX (runner.eager_baseline), XLA after it.
+        assert "eager timed in a process without JAX" in r["notes"]
+        assert len(r["eager_samples_ms"]) >= 5 and len(r["compiled_samples_ms"]) >= 5
 
     (env,) = rows(db, "SELECT * FROM environments")
     described = json.loads(env["xla_routes"])
@@ -141,3 +148,16 @@ def test_the_plan_keeps_each_process_kind_together():
     )
     cells = plan_cells(select(["test_resnet", "test_vit"]), options, "env").cells
     assert [cell.config.process_kind for cell in cells] == ["torch"] * 2 + ["xla"] * 4
+
+
+def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
+    (spec,) = select(None, [f"{FIXTURES / 'misbehaving.py'}:BuildsOnlyBesideJax"])
+    cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", None, None, "cpu", "t")
+    results = []
+    Executor(tmp_path, workers=1).run([cell], on_result=results.append)
+    (result,) = results
+    assert (result.status, result.error_phase) == ("eager_error", "eager baseline")
+    assert "the eager baseline process ended" in result.error_message
+    # The baseline process's own traceback is in the worker's log.
+    (log,) = tmp_path.glob("worker-*.log")
+    assert "BuildsOnlyBesideJax needs jax imported" in log.read_text()
