@@ -14,6 +14,7 @@ from runner import merge
 from runner.export import export_runs
 from runner.result import CellResult
 from runner.store import SCHEMA_VERSION, RunRecord, Store
+from tests.results import make_result
 
 SHIPPED_RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 RUN_A1 = "aaaaaaaa-0000-4000-8000-000000000001"
@@ -38,24 +39,16 @@ def cell(model: str, env_id: str, status: str = "pass", eager=None, compiled=Non
             "compiled_ms_p75": compiled[2],
             "speedup": eager[1] / compiled[1],
         }
-    return CellResult(
-        # The real key hashes these fields; any string identifies a cell here.
-        cell_key=f"{model}|{env_id}",
+    # The real key hashes the key fields; any string identifies a cell here.
+    return make_result(
+        f"{model}|{env_id}",
+        status,
         model_id=model,
-        suite="timm",
         family="test",
-        task="image-classification",
         size="full",
-        backend="inductor",
-        mode="default",
-        dynamic="false",
-        precision="fp32",
-        step="infer",
         batch_size=8,
-        seq_len=None,
         device="cuda",
         env_id=env_id,
-        status=status,
         **timing,
     )
 

@@ -9,7 +9,7 @@ import duckdb
 import pytest
 
 from runner.export import export_runs, main
-from runner.result import CellResult, GraphBreak, result_columns
+from runner.result import GraphBreak, result_columns
 from runner.store import (
     MIGRATIONS,
     RESULT_TYPES,
@@ -18,6 +18,7 @@ from runner.store import (
     RunRecord,
     Store,
 )
+from tests.results import make_result
 from zoo.errors import UsageError
 
 ENV = {
@@ -53,28 +54,6 @@ print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 con.close()
 """
-
-
-def make_result(key: str = "key-1", status: str = "pass", **values) -> CellResult:
-    return CellResult(
-        cell_key=key,
-        model_id="timm/resnet18",
-        suite="timm",
-        family="resnet",
-        task="image-classification",
-        size="small",
-        backend="inductor",
-        mode="default",
-        dynamic="false",
-        precision="fp32",
-        step="infer",
-        batch_size=2,
-        seq_len=None,
-        device="cpu",
-        env_id="env-a",
-        status=status,
-        **values,
-    )
 
 
 def digest(path) -> str:
