@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,3 +212,22 @@ class View:
 
 def current_view() -> View:
     return st.session_state[VIEW_KEY]
+
+
+def download_csv(
+    label: str,
+    frame: pd.DataFrame | Callable[[], pd.DataFrame],
+    name: str,
+    help: str | None = None,
+) -> None:
+    """A CSV download of ``frame`` (or of what ``frame()`` returns, built only when
+    clicked) as ``zoo-matrix-<name>.csv``; the page does not rerun on the click."""
+    st.download_button(
+        label,
+        data=lambda: (frame() if callable(frame) else frame).to_csv(index=False),
+        file_name=f"zoo-matrix-{name}.csv",
+        mime="text/csv",
+        on_click="ignore",
+        icon=":material/download:",
+        help=help,
+    )

@@ -81,11 +81,4 @@ st.dataframe(
         "b_speedup": st.column_config.NumberColumn("B speedup", format="%.2fx"),
     },
 )
-st.download_button(
-    "Download the comparison (CSV)",
-    data=shown.to_csv(index=False),
-    file_name="zoo-matrix-compare.csv",
-    mime="text/csv",
-    on_click="ignore",
-    icon=":material/download:",
-)
+reads.download_csv("Download the comparison (CSV)", shown, "compare")

@@ -75,14 +75,7 @@ st.dataframe(
         "recorded": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
 )
-st.download_button(
-    "Download this model's cells (CSV)",
-    data=cells.to_csv(index=False),
-    file_name=f"zoo-matrix-{model.replace('/', '_')}.csv",
-    mime="text/csv",
-    on_click="ignore",
-    icon=":material/download:",
-)
+reads.download_csv("Download this model's cells (CSV)", cells, model.replace("/", "_"))
 st.plotly_chart(charts.latency_figure(cells), config={"displayModeBar": False})
 
 breaks = reads.graph_breaks(

@@ -46,14 +46,7 @@ st.dataframe(
     hide_index=True,
     column_config={"signature": st.column_config.TextColumn(width="large")},
 )
-st.download_button(
-    "Download the groups (CSV)",
-    data=groups.to_csv(index=False),
-    file_name="zoo-matrix-failures.csv",
-    mime="text/csv",
-    on_click="ignore",
-    icon=":material/download:",
-)
+reads.download_csv("Download the groups (CSV)", groups, "failures")
 
 st.markdown(f"#### The {min(len(groups), GROUPS_SHOWN)} largest groups")
 for index, group in groups.head(GROUPS_SHOWN).iterrows():

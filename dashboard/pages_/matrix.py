@@ -113,13 +113,10 @@ else:
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
-st.download_button(
+reads.download_csv(
     "Download these cells (CSV)",
-    data=lambda: reads.chosen_cells(db, chosen).to_csv(index=False),
-    file_name="zoo-matrix-cells.csv",
-    mime="text/csv",
-    on_click="ignore",
-    icon=":material/download:",
+    lambda: reads.chosen_cells(db, chosen),
+    "cells",
     help=f"Every cell under the current filters ({chosen.describe()}), all pages",
 )
 with st.expander("What the statuses mean"):

@@ -46,14 +46,7 @@ st.dataframe(
         ),
     },
 )
-st.download_button(
-    "Download this table (CSV)",
-    data=summary.to_csv(index=False),
-    file_name="zoo-matrix-summary.csv",
-    mime="text/csv",
-    on_click="ignore",
-    icon=":material/download:",
-)
+reads.download_csv("Download this table (CSV)", summary, "summary")
 
 points = reads.speedup_points(db, chosen)
 if len(points) >= reads.SPEEDUP_MAX_POINTS:
