@@ -42,8 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.compile_cpus:
+        from runner.gpu_lock import parse_cpus  # imports no torch
+
         # Before torch is imported: its threads, and Inductor's compile workers, inherit it.
-        os.sched_setaffinity(0, {int(cpu) for cpu in args.compile_cpus.split(",")})
+        os.sched_setaffinity(0, parse_cpus(args.compile_cpus))
 
     faulthandler.enable(file=sys.stderr, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
