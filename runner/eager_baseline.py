@@ -26,7 +26,7 @@ def main() -> int:
     import torch
 
     from runner.config import Cell
-    from runner.measure import AUTOCAST_DTYPES, Measurement, _tf32_disabled, cast_floats
+    from runner.measure import AUTOCAST_DTYPES, Measurement, cast_floats
     from runner.result import CellResult
 
     request = json.loads(sys.stdin.readline())
@@ -42,8 +42,7 @@ def main() -> int:
     print(READY, flush=True)
     if sys.stdin.readline().strip() != GO:
         return 1
-    fp32 = _tf32_disabled(measurement.on_cuda) if cast is None else contextlib.nullcontext()
-    with torch.no_grad(), fp32:
+    with torch.no_grad(), measurement.fp32_treatment():
         # The clock of the XLA side: host time, synchronized (JAX's streams are not
         # torch's, so CUDA events cannot time it).
         samples = measurement.time_alone(measurement.run_eager, measurement.synced_timer())

@@ -182,12 +182,7 @@ class Measurement:
         inputs_fn: Callable[..., tuple[torch.Tensor, ...]] | None,
     ) -> None:
         self.build(model, inputs_fn)
-        fp32_treatment = (
-            _tf32_disabled(self.on_cuda)
-            if self.config.precision == "fp32"
-            else contextlib.nullcontext()
-        )
-        with torch.no_grad(), fp32_treatment:
+        with torch.no_grad(), self.fp32_treatment():
             self.compile_and_check_accuracy()
             with self.timing_gate():
                 self.time_eager_and_compiled()
@@ -196,6 +191,12 @@ class Measurement:
             self.record_recompiles()
             self.record_graph_breaks()
         self.result.status = PASS if self.result.accuracy_pass else FAIL_ACCURACY
+
+    def fp32_treatment(self) -> contextlib.AbstractContextManager[Any]:
+        """fp32 cells run with TF32 off on CUDA: full fp32 matmuls."""
+        if self.config.precision == "fp32":
+            return _tf32_disabled(self.on_cuda)
+        return contextlib.nullcontext()
 
     def enter(self, phase: str) -> None:
         self.step = phase
