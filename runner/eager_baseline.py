@@ -5,16 +5,19 @@ the H200, BERT-MLM bf16-cast at batch 16: 5.0-5.3 ms in processes without JAX, 9
 beside it), so an XLA cell times its eager side here. This process builds the model and
 inputs exactly as the cell does (``Measurement.build``), with the cell's precision
 treatment (fp32 with TF32 off, or model and inputs cast), prints ``ready``, waits for
-``go`` (sent while the cell holds its GPU's timing lock), times eager calls with the
-cells' warm-up and sampling loops, and prints ``{"samples": [...], "jax_imported": ...}``.
+``go CPUS`` (sent while the cell holds its GPU's timing lock, with the cores the lock
+holder times on: the reserved timing cores under ``--timing-cpus``), moves every thread of
+its own there, times eager calls with the
+cells' warm-up and sampling loops, and prints ``{"samples": [...], "jax_imported": ..., "cpus": [...]}``.
 
-    python -m runner.eager_baseline     (stdin: one JSON line {"cell": {...}}, then "go")
+    python -m runner.eager_baseline     (stdin: one JSON line {"cell": {...}}, then "go 0,1")
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from typing import Any
 
@@ -26,6 +29,7 @@ def main() -> int:
     import torch
 
     from runner.config import Cell
+    from runner.gpu_lock import parse_cpus
     from runner.measure import AUTOCAST_DTYPES, Measurement, cast_floats
     from runner.result import CellResult
 
@@ -40,15 +44,32 @@ def main() -> int:
         measurement.model = measurement.model.to(cast)
         measurement.inputs = cast_floats(measurement.inputs, cast)
     print(READY, flush=True)
-    if sys.stdin.readline().strip() != GO:
+    word, _, cpus = sys.stdin.readline().strip().partition(" ")
+    if word != GO:
         return 1
+    if cpus:
+        move_to(parse_cpus(cpus))
     with torch.no_grad(), measurement.fp32_treatment():
         # The clock of the XLA side: host time, synchronized (JAX's streams are not
         # torch's, so CUDA events cannot time it).
         samples = measurement.time_alone(measurement.run_eager, measurement.synced_timer())
-    reply: dict[str, Any] = {"samples": samples, "jax_imported": "jax" in sys.modules}
+    reply: dict[str, Any] = {
+        "samples": samples,
+        "jax_imported": "jax" in sys.modules,
+        "cpus": sorted(os.sched_getaffinity(0)),
+    }
     print(json.dumps(reply), flush=True)
     return 0
+
+
+def move_to(cpus: frozenset[int] | None) -> None:
+    """Every thread of this process onto ``cpus`` (Linux sets affinity per thread, and
+    torch's intra-op threads exist by now)."""
+    if not cpus:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from runner import eager_baseline
 from runner.config import Cell
+from runner.gpu_lock import format_cpus
 from runner.measure import (
     AUTOCAST_DTYPES,
     MB,
@@ -339,7 +340,9 @@ class EagerBaseline:
             raise RuntimeError(f"the eager baseline process said {line!r}, not ready")
 
     def samples(self) -> list[float]:
-        self._send(eager_baseline.GO)
+        """Called while holding the GPU lock: the baseline times on this thread's cores
+        (the reserved timing cores when ``--timing-cpus`` is on)."""
+        self._send(f"{eager_baseline.GO} {format_cpus(os.sched_getaffinity(0))}")
         reply = json.loads(self._receive())
         if reply["jax_imported"]:
             raise RuntimeError("the eager baseline process imported jax")

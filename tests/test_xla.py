@@ -161,3 +161,33 @@ def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
     # The baseline process's own traceback is in the worker's log.
     (log,) = tmp_path.glob("worker-*.log")
     assert "BuildsOnlyBesideJax needs jax imported" in log.read_text()
+
+
+def test_the_eager_baseline_times_on_the_cores_it_is_sent(tmp_path):
+    """The GO line names the lock holder's cores (the reserved timing cores under
+    --timing-cpus); the baseline process moves all its threads there before timing."""
+    import os
+    import subprocess
+
+    (spec,) = select(["timm/test_resnet"])
+    cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", 2, None, "cpu", "t")
+    core = max(os.sched_getaffinity(0))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "runner.eager_baseline"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        proc.stdin.write(json.dumps({"cell": cell.to_dict()}) + "\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "ready"
+        proc.stdin.write(f"go {core}\n")
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert reply["cpus"] == [core]
+    assert reply["jax_imported"] is False
+    assert len(reply["samples"]) >= 5 and all(ms > 0 for ms in reply["samples"])
