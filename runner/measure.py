@@ -354,7 +354,7 @@ class Measurement:
         self.enter("timing")
         timer = self.timer()
         with self.precision():
-            _warm_up(lambda: (self.run_eager(), self.run_compiled(), self.sync()))
+            warm_up(lambda: (self.run_eager(), self.run_compiled(), self.sync()))
             pairs = _repeat(
                 lambda: (timer(self.run_eager), timer(self.run_compiled)), self.timing_plan()
             )
@@ -370,15 +370,6 @@ class Measurement:
             return (time.perf_counter() - start) * 1000
 
         return synced_ms
-
-    def time_alone(
-        self, call: Callable[[], Any], timer: Callable[[Callable[[], Any]], float] | None = None
-    ) -> list[float]:
-        """``call`` warmed up, then timed by itself as the timing plan says (for routes
-        whose two sides are not timed in alternation); ``timer`` defaults to ``timer()``."""
-        timer = timer or self.timer()
-        _warm_up(lambda: (call(), self.sync()))
-        return _repeat(lambda: timer(call), self.timing_plan())
 
     def timing_plan(self) -> TimingPlan:
         return TIMING_PLANS["cuda" if self.on_cuda else "cpu"]
@@ -647,13 +638,34 @@ def cast_floats(inputs: tuple[Any, ...], dtype: torch.dtype | None) -> tuple[Any
     )
 
 
-def _warm_up(call: Callable[[], Any]) -> None:
+def warm_up(call: Callable[[], Any]) -> None:
     """At least WARMUPS calls, and more until WARMUP_S has passed: GPU clocks and
     allocator caches settle first."""
     calls, started = 0, time.perf_counter()
     while calls < WARMUPS or time.perf_counter() - started < WARMUP_S:
         call()
         calls += 1
+
+
+def alternate_blocks(
+    first: Callable[[int], list[float]],
+    second: Callable[[int], list[float]],
+    plan: TimingPlan,
+    block: int,
+) -> tuple[list[float], list[float]]:
+    """Samples of two sides timed in alternating blocks of ``block`` calls (for sides that
+    cannot alternate call by call, such as two processes): as many pairs as ``plan``
+    says, counted in calls."""
+    firsts: list[float] = []
+    seconds: list[float] = []
+    started = time.perf_counter()
+    while len(firsts) < plan.max_pairs and (
+        len(firsts) < plan.min_pairs or time.perf_counter() - started < plan.budget_s
+    ):
+        count = min(block, plan.max_pairs - len(firsts))
+        firsts += first(count)
+        seconds += second(count)
+    return firsts, seconds
 
 
 def _repeat(sample: Callable[[], Any], plan: TimingPlan) -> list[Any]:

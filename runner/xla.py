@@ -42,8 +42,10 @@ from runner.measure import (
     _host_tensors,
     _record_timing,
     _seed_everything,
+    alternate_blocks,
     cast_floats,
     flatten_tensors,
+    warm_up,
 )
 from runner.result import UNSUPPORTED
 from runner.xla_support import XLA_EXPORT
@@ -64,6 +66,8 @@ JAX_PLATFORMS = {"cuda": "gpu", "cpu": "cpu"}
 # The name of the function a cell jits: compilations of anything else (torchax's
 # dtype conversions and random keys, which JAX compiles too) are not the model's.
 MODEL_FUNCTION = "zoo_model_forward"
+# Calls per block when the eager baseline (its own process) and the XLA calls alternate.
+BASELINE_BLOCK = 5
 
 
 class XlaCompiles:
@@ -179,15 +183,28 @@ class XlaMeasurement(Measurement):
 
     def time_eager_and_compiled(self) -> None:
         """Eager in a process without JAX (``runner.eager_baseline``): beside JAX, eager
-        torch slows down. Then the XLA calls here, each side timed as a block."""
+        torch slows down. Its blocks of calls alternate with blocks of XLA calls here."""
         assert self.baseline is not None
         self.enter("timing")
         self.step = "eager baseline"
-        eager = self.baseline.samples()
+        self.baseline.warm_up()
+        self.step = "timing"
+        timer = self.synced_timer()
+        warm_up(lambda: (self.run_compiled(), self.sync()))
+        eager, compiled = alternate_blocks(
+            self.baseline.time,
+            lambda count: [timer(self.run_compiled) for _ in range(count)],
+            self.timing_plan(),
+            BASELINE_BLOCK,
+        )
+        self.step = "eager baseline"
+        self.baseline.finish()
         self.baseline.close()
-        compiled = self.time_alone(self.run_compiled)
         _record_timing(self.result, eager, compiled)
-        self.notes.append("eager timed in a process without JAX, then XLA here: not interleaved")
+        self.notes.append(
+            "eager timed in a process without JAX, in blocks of "
+            f"{BASELINE_BLOCK} calls alternating with blocks of XLA calls"
+        )
 
     def first_compiled_outputs(self, eager_once_s: float) -> list[torch.Tensor]:
         self.enter("compile")
@@ -351,14 +368,21 @@ class EagerBaseline:
         if (line := self._receive()) != eager_baseline.READY:
             raise RuntimeError(f"the eager baseline process said {line!r}, not ready")
 
-    def samples(self) -> list[float]:
+    def warm_up(self) -> None:
         """Called while holding the GPU lock: the baseline times on this thread's cores
         (the reserved timing cores when ``--timing-cpus`` is on)."""
         self._send(f"{eager_baseline.GO} {format_cpus(os.sched_getaffinity(0))}")
-        reply = json.loads(self._receive())
-        if reply["jax_imported"]:
+        if (line := self._receive()) != eager_baseline.WARM:
+            raise RuntimeError(f"the eager baseline process said {line!r}, not warm")
+
+    def time(self, count: int) -> list[float]:
+        self._send(f"{eager_baseline.TIME} {count}")
+        return json.loads(self._receive())["samples"]
+
+    def finish(self) -> None:
+        self._send(eager_baseline.DONE)
+        if json.loads(self._receive())["jax_imported"]:
             raise RuntimeError("the eager baseline process imported jax")
-        return reply["samples"]
 
     def close(self) -> None:
         if self.proc.poll() is None:

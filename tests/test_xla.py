@@ -69,9 +69,10 @@ def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
     assert "int64 as int32" in hf["notes"]  # jax_enable_x64 is off
     assert "torch.export and conversion" in results[1]["notes"]
     for r in results:
-        # Eager timed in a process without JAX (runner.eager_baseline), XLA after it.
-        assert "eager timed in a process without JAX" in r["notes"]
-        assert len(r["eager_samples_ms"]) >= 5 and len(r["compiled_samples_ms"]) >= 5
+        # Eager timed in a process without JAX (runner.eager_baseline), in blocks that
+        # alternate with blocks of XLA calls: as many samples on each side.
+        assert "eager timed in a process without JAX, in blocks" in r["notes"]
+        assert len(r["eager_samples_ms"]) == len(r["compiled_samples_ms"]) >= 5
 
     (env,) = rows(db, "SELECT * FROM environments")
     described = json.loads(env["xla_routes"])
@@ -163,9 +164,10 @@ def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
     assert "BuildsOnlyBesideJax needs jax imported" in log.read_text()
 
 
-def test_the_eager_baseline_times_on_the_cores_it_is_sent(tmp_path):
+def test_the_eager_baseline_times_blocks_on_the_cores_it_is_sent(tmp_path):
     """The GO line names the lock holder's cores (the reserved timing cores under
-    --timing-cpus); the baseline process moves all its threads there before timing."""
+    --timing-cpus); the baseline process moves all its threads there, then times the
+    blocks of calls the cell asks for between its own."""
     import os
     import subprocess
 
@@ -178,16 +180,22 @@ def test_the_eager_baseline_times_on_the_cores_it_is_sent(tmp_path):
         stdout=subprocess.PIPE,
         text=True,
     )
+
+    def say(line):
+        proc.stdin.write(line + "\n")
+        proc.stdin.flush()
+        return proc.stdout.readline().strip()
+
     try:
-        proc.stdin.write(json.dumps({"cell": cell.to_dict()}) + "\n")
-        proc.stdin.flush()
-        assert proc.stdout.readline().strip() == "ready"
-        proc.stdin.write(f"go {core}\n")
-        proc.stdin.flush()
-        reply = json.loads(proc.stdout.readline())
+        assert say(json.dumps({"cell": cell.to_dict()})) == "ready"
+        assert say(f"go {core}") == "warm"
+        blocks = [json.loads(say("time 3"))["samples"] for _ in range(2)]
+        reply = json.loads(say("done"))
+        assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()
         proc.wait()
+    assert [len(block) for block in blocks] == [3, 3]
+    assert all(ms > 0 for block in blocks for ms in block)
     assert reply["cpus"] == [core]
     assert reply["jax_imported"] is False
-    assert len(reply["samples"]) >= 5 and all(ms > 0 for ms in reply["samples"])
