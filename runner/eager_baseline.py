@@ -41,14 +41,12 @@ def main() -> int:
 
     from runner.config import Cell
     from runner.gpu_lock import parse_cpus
-    from runner.measure import AUTOCAST_DTYPES, Measurement, cast_floats, warm_up
+    from runner.measure import AUTOCAST_DTYPES, Measurement, cast_floats, no_gate, warm_up
     from runner.result import CellResult
 
     request = json.loads(sys.stdin.readline())
     cell = Cell.from_dict(request["cell"])
-    measurement = Measurement(
-        cell, CellResult.for_cell(cell), [], lambda phase: None, contextlib.nullcontext
-    )
+    measurement = Measurement(cell, CellResult.for_cell(cell), [], lambda phase: None, no_gate)
     measurement.build(None, None)
     cast = AUTOCAST_DTYPES.get(cell.config.precision)
     if cast is not None:

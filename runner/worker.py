@@ -12,7 +12,6 @@ dumped there.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import faulthandler
 import json
 import os
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # Imported after faulthandler so that a crash while importing torch is dumped too.
     from runner.config import Cell
-    from runner.measure import measure_cell
+    from runner.measure import measure_cell, no_gate
 
     current = {"key": "", "phase": ""}
 
@@ -60,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         current["phase"] = phase
         _write_atomic(args.status_file, f"{current['key']} {phase}")
 
-    timing_gate = contextlib.nullcontext
+    timing_gate = no_gate
     if args.lock_key:
         from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock, parse_cpus
 

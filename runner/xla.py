@@ -236,7 +236,7 @@ class XlaMeasurement(Measurement):
         # (neighbours would skew its choices, and its kernels their timings); the wait
         # for the lock is not compile time.
         waiting = time.perf_counter()
-        with self.timing_gate():
+        with self.timing_gate(tuning=True):
             waited_s = time.perf_counter() - waiting
             self.executable = lowered.compile()
             self.step = "compiled_run"
@@ -252,7 +252,7 @@ class XlaMeasurement(Measurement):
 
     def probe_shape_change(self) -> None:
         # A new shape is a new XLA compile, autotuning included: under the lock too.
-        with self.timing_gate():
+        with self.timing_gate(tuning=True):
             super().probe_shape_change()
 
     def export_dynamic_shapes(self) -> dict[str, Any] | None:

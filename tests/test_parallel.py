@@ -194,3 +194,73 @@ def test_a_worker_compiles_off_the_timing_cores_and_times_on_them(tmp_path):
     # Reference, eager and compile ran where workers compile; the timed calls ran alone.
     assert set(seen) == {tuple(cores[:-1]), (cores[-1],)}, seen
     assert seen.count((cores[-1],)) >= 10  # the timed pairs: at least 5 eager + 5 compiled
+
+
+def test_a_tuner_yields_the_lock_to_a_process_waiting_to_time(tmp_path):
+    """Autotuners (XLA's compile, Inductor's benchmarking) take the lock as tuners: while
+    a live process waits to time (its marker flocked), a tuner does not keep the lock;
+    a dead waiter's marker (not flocked) is removed and blocks nothing."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from runner.gpu_lock import GpuLock
+
+    lock = GpuLock("GPU-prio", tmp_path)
+    lock.waiters_dir.mkdir()
+    stale = lock.waiters_dir / "999999-1.wait"
+    stale.touch()
+    with lock.held(tuning=True):  # a dead waiter's marker does not hold a tuner back
+        pass
+    assert not stale.exists()
+
+    marker = lock.waiters_dir / "1-1.wait"
+    fd = os.open(marker, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live process waiting to time
+    acquired = threading.Event()
+
+    def tune():
+        with GpuLock("GPU-prio", tmp_path).held(tuning=True):
+            acquired.set()
+
+    tuner = threading.Thread(target=tune)
+    tuner.start()
+    time.sleep(0.5)
+    assert not acquired.is_set() and lock.timing_waiters() == 1
+    fcntl.flock(fd, fcntl.LOCK_UN)  # the waiter got its turn and left
+    os.close(fd)
+    marker.unlink()
+    tuner.join(timeout=10)
+    assert acquired.is_set()
+
+
+def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path):
+    script = textwrap.dedent(
+        """
+        import json, sys, time
+        from pathlib import Path
+        from runner.gpu_lock import GpuLock
+        lock = GpuLock("GPU-order", Path(sys.argv[1]))
+        print("start", flush=True)
+        with lock.held(tuning=sys.argv[2] == "tune"):
+            print(json.dumps(time.time()), flush=True)
+            time.sleep(0.2)
+        """
+    )
+    holder = _hold_lock_elsewhere("GPU-order", tmp_path, 4.0)
+
+    def start(kind):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path), kind], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout.readline().strip() == "start"
+        return proc
+
+    tuners = [start("tune") for _ in range(3)]  # waiting first
+    timer = start("time")
+    times = [json.loads(p.stdout.readline()) for p in [timer, *tuners]]
+    for p in [timer, *tuners, holder]:
+        p.kill()
+        p.wait()
+    assert times[0] < min(times[1:]), times
