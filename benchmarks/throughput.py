@@ -14,7 +14,10 @@ planned cell, for a steady rate beyond a dozen cells' tail of slow compiles) on 
 CUDA_VISIBLE_DEVICES leaves visible. ``--timing-cpus N`` keeps N cores free of compiling
 workers for the timing (zoo-run's option of the same name). Each parallel variant (GPU
 count, reserved cores, all cells) is written to its own file and the report compares
-every one with the serial phase (run the serial phase with one GPU).
+every one with the serial phase (run the serial phase with one GPU), and runs on several
+GPUs (or GPU slots) also with the one-GPU parallel run. ``--slots-per-gpu 2`` runs the
+multi-GPU code path on one GPU: workers pinned to two slots of the same GPU, which share
+its lock.
 """
 
 from __future__ import annotations
@@ -60,6 +63,9 @@ def _run_phase(args) -> None:
     cells, device = _cells(args)
     # The GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA_VISIBLE_DEVICES=0 for one of two).
     gpus = environment.gpu_uuids() if device == "cuda" else []
+    # Each GPU as several slots: the multi-GPU code path (a worker pinned per slot, one
+    # lock per GPU UUID, shared by its slots) on a machine with one GPU.
+    slots = [gpu for gpu in gpus for _ in range(args.slots_per_gpu)]
     results = []
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as workdir:
@@ -76,7 +82,7 @@ def _run_phase(args) -> None:
             Executor(
                 Path(workdir),
                 workers=args.workers,
-                gpus=gpus,
+                gpus=slots,
                 timing_cpus_per_gpu=args.timing_cpus,
             ).run(todo, on_result=results.append)
     elapsed = time.monotonic() - started
@@ -84,6 +90,7 @@ def _run_phase(args) -> None:
     record = {
         "phase": name,
         "gpus": len(gpus),
+        "gpu_slots": len(slots),
         "workers": 1 if args.phase == "serial" else args.workers,
         "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
         "elapsed_s": elapsed,
@@ -102,6 +109,8 @@ def _phase_name(args, gpus: int) -> str:
     if args.phase == "serial":
         return "serial"
     name = "parallel" if gpus <= 1 else f"parallel-{gpus}gpus"
+    if args.slots_per_gpu > 1:
+        name += f"-{args.slots_per_gpu}slots-per-gpu"
     if args.timing_cpus:
         name += f"-timing-cpus{args.timing_cpus}"
     return name + "-all-cells" if args.all_cells else name
@@ -125,27 +134,35 @@ def _report(out: Path) -> None:
             f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
             f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}"
         )
-    by_key = {c["key"]: c for c in serial["cells"]}
+    one_gpu = next((p for p in variants if p["phase"] == "parallel"), None)
     for phase in variants:
         print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
-        differences = []
-        for cell in phase["cells"]:
-            other = by_key.get(cell["key"])
-            if other and cell["speedup"] and other["speedup"]:
-                differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
-        statuses = sum(
-            1
-            for c in phase["cells"]
-            if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
+        _agreement(phase, serial, "serial")
+        if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
+            _agreement(phase, one_gpu, "one-GPU parallel")
+
+
+def _agreement(phase: dict, baseline: dict, name: str) -> None:
+    """Per-cell speedups of ``phase`` against ``baseline`` over the cells both ran."""
+    by_key = {c["key"]: c for c in baseline["cells"]}
+    differences = []
+    for cell in phase["cells"]:
+        other = by_key.get(cell["key"])
+        if other and cell["speedup"] and other["speedup"]:
+            differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
+    statuses = sum(
+        1
+        for c in phase["cells"]
+        if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
+    )
+    if differences:
+        worst, worst_model = max(differences)
+        median = statistics.median(d for d, _ in differences)
+        print(
+            f"against {name}, over {len(differences)} cells: speedup median relative "
+            f"difference {median:.1%}, largest {worst:.1%} ({worst_model}); "
+            f"status differences: {statuses}"
         )
-        if differences:
-            worst, worst_model = max(differences)
-            median = statistics.median(d for d, _ in differences)
-            print(
-                f"speedup agreement over {len(differences)} cells: median relative difference "
-                f"{median:.1%}, largest {worst:.1%} ({worst_model}); status differences: "
-                f"{statuses}"
-            )
 
 
 def _per_hour(phase: dict) -> float:
@@ -168,6 +185,13 @@ def main() -> None:
         help="parallel: every planned cell, not only those the serial phase got through "
         "(a dozen cells end in a tail of the slowest compiles; more cells measure the "
         "steady rate). Speedups are compared over the cells both phases ran",
+    )
+    parser.add_argument(
+        "--slots-per-gpu",
+        type=int,
+        default=1,
+        help="parallel: treat each GPU as this many GPU slots (workers pinned per slot, "
+        "one lock per GPU): the multi-GPU code path on one GPU",
     )
     parser.add_argument("--limit-s", type=float, default=500.0)
     args = parser.parse_args()

@@ -200,12 +200,7 @@ def test_a_tuner_yields_the_lock_to_a_process_waiting_to_time(tmp_path):
     """Autotuners (XLA's compile, Inductor's benchmarking) take the lock as tuners: while
     a live process waits to time (its marker flocked), a tuner does not keep the lock;
     a dead waiter's marker (not flocked) is removed and blocks nothing."""
-    import fcntl
-    import os
     import threading
-    import time
-
-    from runner.gpu_lock import GpuLock
 
     lock = GpuLock("GPU-prio", tmp_path)
     lock.waiters_dir.mkdir()
@@ -264,3 +259,22 @@ def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path)
         p.kill()
         p.wait()
     assert times[0] < min(times[1:]), times
+
+
+def test_two_slots_of_one_gpu_pin_their_workers_to_it_and_share_its_lock(tmp_path):
+    """The multi-GPU code path on one GPU (issue 7's fallback, throughput.py
+    --slots-per-gpu 2): a worker per slot, both pinned to the same GPU, one lock."""
+    specs = select(["timm/test_resnet", "timm/test_vit"])
+    config = CellConfig("eager", "none", "false", "fp32")
+    cells = [Cell(spec, config, "full", 2, None, "cpu", "t") for spec in specs]
+    results = []
+    Executor(
+        tmp_path,
+        workers=2,
+        gpus=["GPU-same", "GPU-same"],
+        lock_dir=tmp_path / "locks",
+    ).run(cells, on_result=results.append)
+    assert sorted(r.status for r in results) == ["pass", "pass"]
+    assert [p.name for p in (tmp_path / "locks").glob("*.lock")] == ["GPU-same.lock"]
+    logs = sorted(tmp_path.glob("worker-*.log"))
+    assert len(logs) == 2  # one worker per slot
