@@ -390,6 +390,7 @@ def test_model_detail_page(app):
         "timm/layers/attention.py:7",
     ]
     assert "p25 9.800" in page  # the eager timing's spread
+    assert "first compiled call 4.25 s" in page  # compile and first run, lock waits excluded
     (latency,) = plotly_figures(at)
     assert [t.name for t in latency.data] == ["eager", "compiled"]
 

@@ -129,7 +129,8 @@ def cell_section(cell: dict) -> None:
         st.markdown("**Graph breaks** (reason, user frame)")
         st.dataframe(own[["reason", "user_frame", "count"]], hide_index=True)
     st.markdown(
-        f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}\n"
+        f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}"
+        f"; first compiled call {_number(cell.get('first_call_s'), '{:.2f} s')}\n"
         f"- **Memory** (peak allocated / reserved): eager {_mb(cell['eager_peak_alloc_mb'])} / "
         f"{_mb(cell['eager_peak_reserved_mb'])}; compiled {_mb(cell['compiled_peak_alloc_mb'])} / "
         f"{_mb(cell['compiled_peak_reserved_mb'])}\n"
