@@ -188,14 +188,20 @@ class XlaMeasurement(Measurement):
         self.enter("timing")
         self.step = "eager baseline"
         self.baseline.warm_up()
-        self.step = "timing"
         timer = self.synced_timer()
+
+        def eager_block(count: int) -> list[float]:
+            self.step = "eager baseline"  # its failures are the cell's eager_error
+            return self.baseline.time(count)
+
+        def xla_block(count: int) -> list[float]:
+            self.step = "timing"
+            return [timer(self.run_compiled) for _ in range(count)]
+
+        self.step = "timing"
         warm_up(lambda: (self.run_compiled(), self.sync()))
         eager, compiled = alternate_blocks(
-            self.baseline.time,
-            lambda count: [timer(self.run_compiled) for _ in range(count)],
-            self.timing_plan(),
-            BASELINE_BLOCK,
+            eager_block, xla_block, self.timing_plan(), BASELINE_BLOCK
         )
         self.step = "eager baseline"
         self.baseline.finish()

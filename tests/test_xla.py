@@ -164,6 +164,16 @@ def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
     assert "BuildsOnlyBesideJax needs jax imported" in log.read_text()
 
 
+def test_an_eager_baseline_dying_between_timed_blocks_is_the_cells_eager_error(tmp_path):
+    (spec,) = select(None, [f"{FIXTURES / 'misbehaving.py'}:DiesWhileTimedWithoutJax"])
+    cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", None, None, "cpu", "t")
+    results = []
+    Executor(tmp_path, workers=1).run([cell], on_result=results.append)
+    (result,) = results
+    assert (result.status, result.error_phase) == ("eager_error", "eager baseline")
+    assert "the eager baseline process ended (exit 3)" in result.error_message
+
+
 def test_the_eager_baseline_times_blocks_on_the_cores_it_is_sent(tmp_path):
     """The GO line names the lock holder's cores (the reserved timing cores under
     --timing-cpus); the baseline process moves all its threads there, then times the
