@@ -151,12 +151,17 @@ def test_the_plan_keeps_each_process_kind_together():
     assert [cell.config.process_kind for cell in cells] == ["torch"] * 2 + ["xla"] * 4
 
 
-def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
-    (spec,) = select(None, [f"{FIXTURES / 'misbehaving.py'}:BuildsOnlyBesideJax"])
+def _xla_cell_of_misbehaving_model(tmp_path, name: str):
+    (spec,) = select(None, [f"{FIXTURES / 'misbehaving.py'}:{name}"])
     cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", None, None, "cpu", "t")
     results = []
     Executor(tmp_path, workers=1).run([cell], on_result=results.append)
     (result,) = results
+    return result
+
+
+def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
+    result = _xla_cell_of_misbehaving_model(tmp_path, "BuildsOnlyBesideJax")
     assert (result.status, result.error_phase) == ("eager_error", "eager baseline")
     assert "the eager baseline process ended" in result.error_message
     # The baseline process's own traceback is in the worker's log.
@@ -165,11 +170,7 @@ def test_a_failing_eager_baseline_process_is_the_cells_eager_error(tmp_path):
 
 
 def test_an_eager_baseline_dying_between_timed_blocks_is_the_cells_eager_error(tmp_path):
-    (spec,) = select(None, [f"{FIXTURES / 'misbehaving.py'}:DiesWhileTimedWithoutJax"])
-    cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", None, None, "cpu", "t")
-    results = []
-    Executor(tmp_path, workers=1).run([cell], on_result=results.append)
-    (result,) = results
+    result = _xla_cell_of_misbehaving_model(tmp_path, "DiesWhileTimedWithoutJax")
     assert (result.status, result.error_phase) == ("eager_error", "eager baseline")
     assert "the eager baseline process ended (exit 3)" in result.error_message
 
