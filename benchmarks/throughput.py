@@ -109,7 +109,7 @@ def _phase_name(args, gpus: int) -> str:
     if args.phase == "serial":
         return "serial"
     name = "parallel" if gpus <= 1 else f"parallel-{gpus}gpus"
-    if args.slots_per_gpu > 1:
+    if args.slots_per_gpu > 1 and gpus:
         name += f"-{args.slots_per_gpu}slots-per-gpu"
     if args.timing_cpus:
         name += f"-timing-cpus{args.timing_cpus}"
