@@ -1,7 +1,11 @@
-"""Result rows for the store, merge and compare tests: a ``CellResult`` with every field
-the store needs, where a test names only what it cares about."""
+"""Result rows for the tests: a ``CellResult`` with every field the store needs, where a
+test names only what it cares about; and the rows a database holds, as dicts."""
 
 from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
 
 from runner.result import CellResult
 
@@ -26,3 +30,11 @@ DEFAULTS = {
 def make_result(key: str = "key-1", status: str = "pass", **values) -> CellResult:
     """A result of cell ``key``; ``values`` replace the defaults or add fields."""
     return CellResult(cell_key=key, status=status, **{**DEFAULTS, **values})
+
+
+def rows(db: Path, sql: str = "SELECT * FROM results ORDER BY model_id, backend", *params):
+    """The rows of ``sql`` in the database file ``db``, each a dict by column name."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        cursor = con.execute(sql, list(params))
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]

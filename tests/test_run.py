@@ -9,21 +9,14 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from runner.cli import main
+from tests.results import rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MISBEHAVING = FIXTURES / "misbehaving.py"
 TOY = FIXTURES / "toy_models.py"
-
-
-def rows(db: Path, sql: str = "SELECT * FROM results ORDER BY model_id, backend", *params):
-    with duckdb.connect(str(db), read_only=True) as con:
-        cursor = con.execute(sql, list(params))
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def test_timm_matrix_is_recorded_and_resumed(tmp_path, capsys):

@@ -13,13 +13,13 @@ import re
 import sys
 from pathlib import Path
 
-import duckdb
 import pytest
 
 from runner.cli import main
 from runner.config import NO_MODE, Cell, CellConfig
 from runner.execute import Executor
 from runner.xla_support import routes, unavailable_reason
+from tests.results import rows
 from zoo.catalog import select
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -28,13 +28,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("torchax") is None, reason="the xla extra is not installed"
 )
-
-
-def rows(db, sql="SELECT * FROM results ORDER BY model_id, backend"):
-    with duckdb.connect(str(db), read_only=True) as con:
-        cursor = con.execute(sql)
-        names = [d[0] for d in cursor.description]
-        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
