@@ -262,10 +262,17 @@ class Measurement:
     def compile_and_check_accuracy(self) -> None:
         # The outputs live on the host, and only inside this method, so that they take
         # no device memory while the model is timed and its peak memory read.
-        fp64_ref = self.reference_outputs()
-        eager, eager_once_s = self.eager_outputs()
+        with self.gpu_work():
+            fp64_ref = self.reference_outputs()
+            eager, eager_once_s = self.eager_outputs()
         compiled = self.first_compiled_outputs(eager_once_s)
         self.check_accuracy(fp64_ref, eager, compiled)
+
+    def gpu_work(self) -> contextlib.AbstractContextManager[Any]:
+        """Around untimed steps that run the model on the GPU (the fp64 reference, the
+        eager outputs): they hold the GPU's lock as tuners do, yielding to timing, so
+        that no neighbour's timed calls share the GPU with them."""
+        return self.timing_gate(tuning=True)
 
     def reference_outputs(self) -> list[torch.Tensor]:
         self.enter("reference")

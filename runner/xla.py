@@ -171,11 +171,12 @@ class XlaMeasurement(Measurement):
     def compile_and_check_accuracy(self) -> None:
         # The eager baseline's process builds its model while this one compiles.
         self.baseline = EagerBaseline(self.cell)
-        fp64_ref = self.reference_outputs()
-        if self.cast_dtype is not None:
-            self.model = self.model.to(self.cast_dtype)
-            self.inputs = self.cast(self.inputs)
-        eager, eager_once_s = self.eager_outputs()
+        with self.gpu_work():
+            fp64_ref = self.reference_outputs()
+            if self.cast_dtype is not None:
+                self.model = self.model.to(self.cast_dtype)
+                self.inputs = self.cast(self.inputs)
+            eager, eager_once_s = self.eager_outputs()
         compiled = self.first_compiled_outputs(eager_once_s)
         self.check_accuracy(fp64_ref, eager, compiled)
         self.step = "eager baseline"
