@@ -30,6 +30,8 @@ import time
 
 import torch
 
+from runner.eager_baseline import move_to
+
 BLOCK = 5
 
 
@@ -63,23 +65,24 @@ def start_neighbours(kind: str, count: int, cpus: set[int], args) -> list[subpro
     for i in range(count):
         cores = {sorted(cpus)[i % len(cpus)]} if kind == "cpu" else cpus
         proc = subprocess.Popen(
-            [sys.executable, __file__, "--neighbour", kind, "--model", args.model,
-             "--batch", str(args.batch)],
-            stdout=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                __file__,
+                "--neighbour",
+                kind,
+                "--model",
+                args.model,
+                "--batch",
+                str(args.batch),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
             preexec_fn=lambda c=cores: os.sched_setaffinity(0, c),
         )
         procs.append(proc)
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "running"
     return procs
-
-
-def move_all_threads(cpus: set[int]) -> None:
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            os.sched_setaffinity(int(tid), cpus)
-        except ProcessLookupError:
-            pass
 
 
 def time_sides(model, x, graph, static_out, calls: int) -> tuple[list[float], list[float]]:
@@ -141,12 +144,16 @@ def main() -> int:
             ("gpu eager", timing, "gpu-eager", 1),
             ("quiet again", all_cpus, None, 0),
         ]
-        print(f"{args.model} batch {args.batch} bf16 on {torch.cuda.get_device_name()}, "
-              f"{args.calls} calls a side in blocks of {BLOCK}; host ms per call")
-        print(f"{'condition':<12} {'eager p25/med/p75':>22} {'graph p25/med/p75':>22} "
-              f"{'eager/graph':>12}")
+        print(
+            f"{args.model} batch {args.batch} bf16 on {torch.cuda.get_device_name()}, "
+            f"{args.calls} calls a side in blocks of {BLOCK}; host ms per call"
+        )
+        print(
+            f"{'condition':<12} {'eager p25/med/p75':>22} {'graph p25/med/p75':>22} "
+            f"{'eager/graph':>12}"
+        )
         for name, cpus, kind, count in conditions:
-            move_all_threads(cpus)
+            move_to(frozenset(cpus))
             procs = start_neighbours(kind, count, others, args) if kind else []
             try:
                 eager, replay = time_sides(model, x, graph, static_out, args.calls)
@@ -155,8 +162,11 @@ def main() -> int:
                     proc.kill()
                     proc.wait()
             e, g = quartiles(eager), quartiles(replay)
-            print(f"{name:<12} {e[0]:6.2f} {e[1]:6.2f} {e[2]:6.2f}   "
-                  f"{g[0]:6.2f} {g[1]:6.2f} {g[2]:6.2f}   {e[1] / g[1]:10.2f}", flush=True)
+            print(
+                f"{name:<12} {e[0]:6.2f} {e[1]:6.2f} {e[2]:6.2f}   "
+                f"{g[0]:6.2f} {g[1]:6.2f} {g[2]:6.2f}   {e[1] / g[1]:10.2f}",
+                flush=True,
+            )
     return 0
 
 
