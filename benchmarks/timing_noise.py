@@ -30,7 +30,7 @@ import time
 
 import torch
 
-from runner.eager_baseline import move_to
+from runner.gpu_lock import move_threads
 
 BLOCK = 5
 
@@ -153,7 +153,7 @@ def main() -> int:
             f"{'eager/graph':>12}"
         )
         for name, cpus, kind, count in conditions:
-            move_to(frozenset(cpus))
+            move_threads(cpus)
             procs = start_neighbours(kind, count, others, args) if kind else []
             try:
                 eager, replay = time_sides(model, x, graph, static_out, args.calls)

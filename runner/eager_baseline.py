@@ -11,7 +11,8 @@ treatment (fp32 with TF32 off, or model and inputs cast), and answers the cell o
                       lock holder times on: the reserved timing cores under
                       ``--timing-cpus``) moves every thread of its own there, warms up,
                       prints ``warm``
-    time K            times K eager calls, prints ``{"samples": [...]}``
+    time K            runs REWARM_CALLS untimed calls, then times K, prints
+                      ``{"samples": [...]}``
     done              prints ``{"jax_imported": ..., "cpus": [...]}`` and exits
 
 The cell alternates ``time K`` with K calls of its own, so that whatever else runs on the
@@ -23,11 +24,15 @@ the two sides live in two processes).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 from typing import Any
+
+# Untimed calls at the start of each block, on both sides: the first calls after the
+# other process had the GPU run slow (measured on the H200: the first of 5 up to 1.3-2x
+# the block's last, eager and XLA alike).
+REWARM_CALLS = 3
 
 READY = "ready"
 GO = "go"
@@ -40,7 +45,7 @@ def main() -> int:
     import torch
 
     from runner.config import Cell
-    from runner.gpu_lock import parse_cpus
+    from runner.gpu_lock import move_threads, parse_cpus
     from runner.measure import AUTOCAST_DTYPES, Measurement, cast_floats, no_gate, warm_up
     from runner.result import CellResult
 
@@ -56,7 +61,8 @@ def main() -> int:
     word, _, cpus = sys.stdin.readline().strip().partition(" ")
     if word != GO:
         return 1
-    move_to(parse_cpus(cpus) if cpus else None)
+    # Every thread: torch's intra-op threads exist by now.
+    move_threads(parse_cpus(cpus))
     # The clock of the XLA side: host time, synchronized (JAX's streams are not torch's,
     # so CUDA events cannot time it).
     timer = measurement.synced_timer()
@@ -67,6 +73,8 @@ def main() -> int:
             word, _, count = line.strip().partition(" ")
             if word != TIME:
                 break
+            for _ in range(REWARM_CALLS):
+                measurement.run_eager()
             samples = [timer(measurement.run_eager) for _ in range(int(count))]
             print(json.dumps({"samples": samples}), flush=True)
     if word != DONE:
@@ -77,16 +85,6 @@ def main() -> int:
     }
     print(json.dumps(reply), flush=True)
     return 0
-
-
-def move_to(cpus: frozenset[int] | None) -> None:
-    """Every thread of this process onto ``cpus`` (Linux sets affinity per thread, and
-    torch's intra-op threads exist by now)."""
-    if not cpus:
-        return
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(tid), cpus)
 
 
 if __name__ == "__main__":

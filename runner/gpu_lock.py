@@ -82,7 +82,11 @@ class GpuLock:
                 self._depth -= 1
                 if self._depth == 0 and self._fd is not None:
                     if self._saved_cpus is not None:
-                        os.sched_setaffinity(0, self._saved_cpus)
+                        # Every thread, not just this one: threads started while it
+                        # held the lock (XLA's compile and execution threads, an OpenMP
+                        # pool) inherited the timing cores, and left there they would
+                        # share them with the next holder's timing.
+                        move_threads(self._saved_cpus)
                         self._saved_cpus = None
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
@@ -174,6 +178,15 @@ def guard_inductor_benchmarking(lock: GpuLock) -> None:
 
         guarded._zoo_guarded = True
         cls.benchmark_gpu = guarded
+
+
+def move_threads(cpus: Iterable[int] | None) -> None:
+    """Every thread of this process onto ``cpus`` (Linux sets affinity per thread)."""
+    if not cpus:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
 
 
 def parse_cpus(text: str | None) -> frozenset[int] | None:

@@ -67,7 +67,7 @@ JAX_PLATFORMS = {"cuda": "gpu", "cpu": "cpu"}
 # dtype conversions and random keys, which JAX compiles too) are not the model's.
 MODEL_FUNCTION = "zoo_model_forward"
 # Calls per block when the eager baseline (its own process) and the XLA calls alternate.
-BASELINE_BLOCK = 5
+BASELINE_BLOCK = 10
 
 
 class XlaCompiles:
@@ -197,6 +197,8 @@ class XlaMeasurement(Measurement):
 
         def xla_block(count: int) -> list[float]:
             self.step = "timing"
+            for _ in range(eager_baseline.REWARM_CALLS):
+                self.run_compiled()
             return [timer(self.run_compiled) for _ in range(count)]
 
         self.step = "timing"
@@ -210,7 +212,8 @@ class XlaMeasurement(Measurement):
         _record_timing(self.result, eager, compiled)
         self.notes.append(
             "eager timed in a process without JAX, in blocks of "
-            f"{BASELINE_BLOCK} calls alternating with blocks of XLA calls"
+            f"{BASELINE_BLOCK} calls alternating with blocks of XLA calls, each block "
+            f"after {eager_baseline.REWARM_CALLS} untimed calls"
         )
 
     def first_compiled_outputs(self, eager_once_s: float) -> list[torch.Tensor]:

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -169,6 +170,32 @@ def test_the_lock_holder_runs_on_the_timing_cores_and_returns(tmp_path):
             assert os.sched_getaffinity(0) == {min(before)}
         assert os.sched_getaffinity(0) == {min(before)}
     assert os.sched_getaffinity(0) == before
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+def test_threads_started_while_holding_the_lock_leave_the_timing_cores_with_it(tmp_path):
+    """XLA starts compile and execution threads inside the lock; they inherit the timing
+    cores, and must not stay there to compete with the next holder's timing."""
+    before = os.sched_getaffinity(0)
+    lock = GpuLock("GPU-threads", tmp_path, timing_cpus=frozenset({min(before)}))
+    started, stop = threading.Event(), threading.Event()
+    native: list[int] = []
+
+    def thread_body():
+        native.append(threading.get_native_id())
+        started.set()
+        stop.wait()
+
+    thread = threading.Thread(target=thread_body)
+    with lock.held():
+        thread.start()
+        started.wait()
+        assert os.sched_getaffinity(native[0]) == {min(before)}
+    try:
+        assert os.sched_getaffinity(native[0]) == before
+    finally:
+        stop.set()
+        thread.join()
 
 
 def test_a_worker_compiles_off_the_timing_cores_and_times_on_them(tmp_path):
