@@ -45,7 +45,29 @@ def _cells(args):
         params,
     )
     names = [d[0] for d in cursor.description]
-    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    cells = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    fastest = _fastest_eager_samples(runs_dir, args.db)
+    for cell in cells:
+        cell["eager_fastest_ms"] = fastest.get(cell["result_id"])
+    return cells
+
+
+def _fastest_eager_samples(runs_dir: Path | None, db: str | None) -> dict[str, float]:
+    """result_id -> the fastest eager sample (the dashboard's loader leaves the raw
+    samples out)."""
+    import duckdb
+
+    con = duckdb.connect()
+    query = "SELECT result_id, list_min(eager_samples_ms) FROM {}"
+    fastest: dict[str, float] = {}
+    shards = sorted(runs_dir.glob("*/results.parquet")) if runs_dir else []
+    if shards:
+        source = f"read_parquet({[str(p) for p in shards]}, union_by_name=true)"
+        fastest.update(con.execute(query.format(source)).fetchall())
+    if db:
+        con.execute("ATTACH ? AS sweep (READ_ONLY)", [db])
+        fastest.update(con.execute(query.format("sweep.results")).fetchall())
+    return {k: v for k, v in fastest.items() if v}
 
 
 def _route(cell) -> str:
@@ -155,6 +177,27 @@ def report(cells: list[dict]) -> None:
             f"{precision}: spread median {statistics.median(values):.0%}, "
             f"max {max(values):.0%} over {len(values)} models"
         )
+
+    print(
+        "\n## Eager baseline: its median over its fastest sample "
+        "(a quiet GPU and host give about 1.01)\n"
+    )
+    for precision in precisions:
+        for route in ROUTES[:3]:
+            ratios = [
+                c["eager_ms"] / c["eager_fastest_ms"]
+                for c in cells
+                if c["precision"] == precision
+                and _route(c) == route
+                and c["status"] == "pass"
+                and c["eager_fastest_ms"]
+            ]
+            if ratios:
+                above = sum(r > 1.2 for r in ratios)
+                print(
+                    f"{precision:5} {route:11} n={len(ratios):<3} median "
+                    f"{statistics.median(ratios):.2f}  max {max(ratios):.2f}  above 1.2: {above}"
+                )
 
     fp32 = []
     for (_, precision), routes in by_key.items():
