@@ -58,7 +58,7 @@ def _cells(args):
 
 def _run_phase(args) -> None:
     from runner import env as environment
-    from runner.execute import Executor
+    from runner.execute import Executor, Interrupted
 
     cells, device = _cells(args)
     # The GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA_VISIBLE_DEVICES=0 for one of two).
@@ -66,42 +66,56 @@ def _run_phase(args) -> None:
     # Each GPU as several slots: the multi-GPU code path (a worker pinned per slot, one
     # lock per GPU UUID, shared by its slots) on a machine with one GPU.
     slots = [gpu for gpu in gpus for _ in range(args.slots_per_gpu)]
+    name = _phase_name(args, len(gpus))
+    path = args.out / f"{name}.json"
     results = []
     started = time.monotonic()
+    interrupted = False
+
+    def record(result=None) -> None:
+        """Written after every cell, so that a call cut short keeps what it measured."""
+        if result is not None:
+            results.append(result)
+        phase = {
+            "phase": name,
+            "gpus": len(gpus),
+            "gpu_slots": len(slots),
+            "workers": 1 if args.phase == "serial" else args.workers,
+            "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
+            "elapsed_s": time.monotonic() - started,
+            "interrupted": interrupted,
+            "cells": [
+                {"key": r.cell_key, "model": r.model_id, "status": r.status, "speedup": r.speedup}
+                for r in results
+            ],
+        }
+        path.write_text(json.dumps(phase, indent=1))
+
     with tempfile.TemporaryDirectory() as workdir:
-        if args.phase == "serial":
-            for cell in cells:
-                if time.monotonic() - started > args.limit_s:
-                    break
-                Executor(Path(workdir), workers=1, reuse_workers=False).run(
-                    [cell], on_result=results.append
-                )
-        else:
-            keep = None if args.all_cells else _serial_keys(args.out)
-            todo = [c for c in cells if keep is None or c.key in keep]
-            Executor(
-                Path(workdir),
-                workers=args.workers,
-                gpus=slots,
-                timing_cpus_per_gpu=args.timing_cpus,
-            ).run(todo, on_result=results.append)
+        try:
+            if args.phase == "serial":
+                for cell in cells:
+                    if time.monotonic() - started > args.limit_s:
+                        break
+                    Executor(Path(workdir), workers=1, reuse_workers=False).run(
+                        [cell], on_result=record
+                    )
+            else:
+                keep = None if args.all_cells else _serial_keys(args.out)
+                todo = [c for c in cells if keep is None or c.key in keep]
+                Executor(
+                    Path(workdir),
+                    workers=args.workers,
+                    gpus=slots,
+                    timing_cpus_per_gpu=args.timing_cpus,
+                ).run(todo, on_result=record)
+        except (Interrupted, KeyboardInterrupt):
+            # The cells in flight are lost: the rate of an interrupted phase reads low.
+            interrupted = True
+    record()
     elapsed = time.monotonic() - started
-    name = _phase_name(args, len(gpus))
-    record = {
-        "phase": name,
-        "gpus": len(gpus),
-        "gpu_slots": len(slots),
-        "workers": 1 if args.phase == "serial" else args.workers,
-        "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
-        "elapsed_s": elapsed,
-        "cells": [
-            {"key": r.cell_key, "model": r.model_id, "status": r.status, "speedup": r.speedup}
-            for r in results
-        ],
-    }
-    path = args.out / f"{name}.json"
-    path.write_text(json.dumps(record, indent=1))
-    print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s -> {path}")
+    note = " (interrupted)" if interrupted else ""
+    print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s{note} -> {path}")
 
 
 def _phase_name(args, gpus: int) -> str:
@@ -130,9 +144,10 @@ def _report(out: Path) -> None:
     print(f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
     serial_rate = _per_hour(serial)
     for phase in (serial, *variants):
+        cut = "  (interrupted: cells in flight lost)" if phase.get("interrupted") else ""
         print(
             f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
-            f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}"
+            f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}{cut}"
         )
     one_gpu = next((p for p in variants if p["phase"] == "parallel"), None)
     for phase in variants:
