@@ -390,6 +390,10 @@ def test_model_detail_page(app):
         "timm/layers/attention.py:7",
     ]
     assert "p25 9.800" in page  # the eager timing's spread
+    assert "fastest 6.000" in page
+    (warning,) = [w.value for w in at.warning if "Timing disturbed" in w.value]
+    assert "eager median 1.67x its fastest sample" in warning
+    assert "compiled median" not in warning  # its compiled side was quiet
     assert "first compiled call 4.25 s" in page  # compile and first run, lock waits excluded
     (latency,) = plotly_figures(at)
     assert [t.name for t in latency.data] == ["eager", "compiled"]

@@ -91,12 +91,47 @@ def _plain(row: pd.Series) -> dict:
     }
 
 
+# A side whose median is this far above its fastest sample was disturbed while timed (a
+# quiet GPU and host give about 1.01; on the H200, launch-bound eager calls beside
+# compiling workers read 1.3-1.8).
+DISTURBED_RATIO = 1.2
+
+
 def _ms(cell, column: str) -> str:
     median, p25, p75 = cell[column], cell[f"{column}_p25"], cell[f"{column}_p75"]
     if pd.isna(median):
         return "–"
-    spread = f" (p25 {p25:.3f}, p75 {p75:.3f})" if pd.notna(p25) and pd.notna(p75) else ""
-    return f"{median:.3f} ms{spread}"
+    spread = f"p25 {p25:.3f}, p75 {p75:.3f}" if pd.notna(p25) and pd.notna(p75) else ""
+    fastest = _fastest(cell, column)
+    if fastest:
+        spread += f"{', ' if spread else ''}fastest {fastest:.3f}"
+    return f"{median:.3f} ms ({spread})" if spread else f"{median:.3f} ms"
+
+
+def _fastest(cell, column: str) -> float | None:
+    value = cell.get(column.replace("_ms", "_fastest_ms"))
+    return None if value is None or pd.isna(value) or value <= 0 else float(value)
+
+
+def disturbed_timing(cell) -> str | None:
+    """What to say when a side's median sits far above its fastest sample."""
+    ratios = {}
+    for side, column in (("eager", "eager_ms"), ("compiled", "compiled_ms")):
+        fastest, median = _fastest(cell, column), cell.get(column)
+        if fastest and median is not None and pd.notna(median):
+            ratios[side] = median / fastest
+    worst = [
+        f"{side} median {ratio:.2f}x its fastest sample"
+        for side, ratio in ratios.items()
+        if ratio > DISTURBED_RATIO
+    ]
+    if not worst:
+        return None
+    return (
+        f"Timing disturbed: {' and '.join(worst)} (a quiet GPU and host read about 1.01), "
+        "so the speedup may be off by as much. To check, rerun the cell alone "
+        "(`--workers 1 --force`)."
+    )
 
 
 def _mb(value) -> str:
@@ -124,6 +159,8 @@ def cell_section(cell: dict) -> None:
     metrics[1].metric("Compile", _number(cell["compile_s"], "{:.1f} s"))
     metrics[2].metric("Memory ratio", _number(cell["memory_ratio"], "{:.2f}"))
     metrics[3].metric("Graph breaks", _number(cell["graph_break_count"], "{:.0f}"))
+    if warning := disturbed_timing(cell):
+        st.warning(warning)
     own = breaks[breaks["result_id"] == cell["result_id"]]
     if not own.empty:
         st.markdown("**Graph breaks** (reason, user frame)")
