@@ -7,6 +7,7 @@ combine. Prints cells/hour of each, their ratio, and how well per-cell speedups 
     python benchmarks/throughput.py --phase serial   --out OUT --limit-s 500
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --timing-cpus 2
+    python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --quiet-timing
     python benchmarks/throughput.py --phase report   --out OUT
 
 The parallel phase runs the cells the serial phase got through (``--all-cells``: every
@@ -108,6 +109,7 @@ def _run_phase(args) -> None:
                     workers=args.workers,
                     gpus=slots,
                     timing_cpus_per_gpu=args.timing_cpus,
+                    quiet_timing=args.quiet_timing,
                 ).run(todo, on_result=record)
         except (Interrupted, KeyboardInterrupt):
             # The cells in flight are lost: the rate of an interrupted phase reads low.
@@ -127,6 +129,8 @@ def _phase_name(args, gpus: int) -> str:
         name += f"-{args.slots_per_gpu}slots-per-gpu"
     if args.timing_cpus:
         name += f"-timing-cpus{args.timing_cpus}"
+    if args.quiet_timing:
+        name += "-quiet-timing"
     return name + "-all-cells" if args.all_cells else name
 
 
@@ -194,6 +198,11 @@ def main() -> None:
     parser.add_argument("--precision", default=None)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--timing-cpus", type=int, default=0)
+    parser.add_argument(
+        "--quiet-timing",
+        action="store_true",
+        help="parallel: stop the other workers while a cell times (zoo-run's option)",
+    )
     parser.add_argument(
         "--all-cells",
         action="store_true",

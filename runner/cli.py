@@ -196,6 +196,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="cuda: keep N cores per GPU free of compiling workers; a worker moves its "
         "timing there while it holds the GPU (default 0: none kept)",
     )
+    run.add_argument(
+        "--quiet-timing",
+        action="store_true",
+        help="stop the other workers (SIGSTOP) while a cell times and continue them after: "
+        "a quiet host for launch-bound timings, less compiling meanwhile",
+    )
     return parser
 
 
@@ -368,7 +374,11 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
         try:
             executor = Executor(
-                Path(workdir), workers=workers, gpus=gpus, timing_cpus_per_gpu=args.timing_cpus
+                Path(workdir),
+                workers=workers,
+                gpus=gpus,
+                timing_cpus_per_gpu=args.timing_cpus,
+                quiet_timing=args.quiet_timing,
             )
             executor.run(plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase)
         except Interrupted:

@@ -42,6 +42,9 @@ DONE = "done"
 
 
 def main() -> int:
+    from runner.worker import die_with_parent
+
+    die_with_parent()
     import torch
 
     from runner.config import Cell

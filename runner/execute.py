@@ -19,7 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -49,6 +49,14 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
+# Why a cell's clock stands still: it waits for its GPU's lock, or its worker is stopped
+# while another cell times (--quiet-timing). Neither counts against its timeout.
+WAITING_FOR_GPU = "lock"
+STOPPED = "stopped"
+# The phase during which, with --quiet-timing, every other busy worker is stopped.
+QUIET_PHASE = "timing"
+
+
 @dataclass
 class _Running:
     cell: Cell
@@ -58,14 +66,38 @@ class _Running:
     clock_start: float | None = None
     phase: str = "starting"
     reported: str = ""
-    # Time spent waiting for the GPU lock does not count against the timeout.
     paused_s: float = 0.0
     pause_started: float | None = None
+    pause_reasons: set[str] = field(default_factory=set)
+
+    def pause(self, now: float, reason: str) -> None:
+        if not self.pause_reasons:
+            self.pause_started = now
+        self.pause_reasons.add(reason)
+
+    def resume(self, now: float, reason: str) -> None:
+        if reason not in self.pause_reasons:
+            return
+        self.pause_reasons.discard(reason)
+        if not self.pause_reasons and self.pause_started is not None:
+            self.paused_s += now - self.pause_started
+            self.pause_started = None
+
+    def start_clock(self, now: float) -> None:
+        """The worker is ready: the cell's own time starts (pauses before it were part
+        of the start-up, which has a limit of its own)."""
+        self.clock_start = now
+        self.paused_s = 0.0
+        if self.pause_started is not None:
+            self.pause_started = now
+
+    def paused_total(self, now: float) -> float:
+        pausing = now - self.pause_started if self.pause_started is not None else 0.0
+        return self.paused_s + pausing
 
     def elapsed_s(self, now: float) -> float:
         assert self.clock_start is not None
-        pausing = now - self.pause_started if self.pause_started is not None else 0.0
-        return now - self.clock_start - self.paused_s - pausing
+        return now - self.clock_start - self.paused_total(now)
 
 
 class Worker:
@@ -105,6 +137,7 @@ class Worker:
         self.running: _Running | None = None
         self._log_offset = 0
         self.cells_done = 0
+        self.stopped = False
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -129,8 +162,25 @@ class Worker:
             log.seek(self._log_offset)
             return log.read().decode("utf-8", errors="replace")
 
+    def stop(self, now: float) -> None:
+        """Stop the worker and everything it started (SIGSTOP to its process group)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGSTOP)
+        self.stopped = True
+        if self.running is not None:
+            self.running.pause(now, STOPPED)
+
+    def resume(self, now: float) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGCONT)
+        self.stopped = False
+        if self.running is not None:
+            self.running.resume(now, STOPPED)
+
     def kill(self, dump_stacks: bool = False) -> None:
         """End the worker and everything it started; optionally dump its stacks first."""
+        if self.stopped:
+            self.resume(time.monotonic())  # a stopped process cannot dump its stacks
         if self.alive() and dump_stacks:
             try:
                 os.kill(self.proc.pid, signal.SIGUSR1)
@@ -159,6 +209,7 @@ class Executor:
         lock_dir: Path | None = None,
         reuse_workers: bool = True,
         timing_cpus_per_gpu: int = 0,
+        quiet_timing: bool = False,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
@@ -167,8 +218,12 @@ class Executor:
         benchmark). ``timing_cpus_per_gpu`` (with ``gpus``): that many cores per GPU
         are kept free of compiling workers, and a worker timing on that GPU moves there
         while it holds the lock (``runner.gpu_lock.split_cpus``; ValueError when too
-        few cores are left)."""
+        few cores are left). ``quiet_timing``: while a cell times, every other worker
+        busy with a cell is stopped (SIGSTOP to its process group, its clock paused) and
+        continued when no cell times any more: the host is quiet for the timing, at the
+        cost of the compiling meanwhile."""
         self.workdir = workdir
+        self.quiet_timing = quiet_timing
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -246,6 +301,8 @@ class Executor:
                         result_path = self.workdir / f"result-{self._spawned}-{cell.key}.json"
                         worker.submit(cell, result_path)
                         on_start(cell)
+                if self.quiet_timing:
+                    _quiet_while_timing(slots)
                 time.sleep(POLL_S)
         except KeyboardInterrupt:
             for worker in slots:
@@ -267,20 +324,18 @@ class Executor:
         if running.result_path.exists():
             return self._finished(worker)
         status = worker.status()
+        now = time.monotonic()
         if running.clock_start is None and status:
             # The worker has imported torch: the cell's own time starts now.
-            running.clock_start = time.monotonic()
-        now = time.monotonic()
+            running.start_clock(now)
         if status.startswith(running.cell.key):
             reported = status.split(" ", 1)[1]
             if reported != running.reported:
                 running.reported = reported
                 if reported == WAITING_PHASE:
-                    running.pause_started = now
+                    running.pause(now, WAITING_FOR_GPU)
                 else:
-                    if running.pause_started is not None:
-                        running.paused_s += now - running.pause_started
-                        running.pause_started = None
+                    running.resume(now, WAITING_FOR_GPU)
                     running.phase = reported
                 on_phase(running.cell, reported)
         if not worker.alive():
@@ -289,7 +344,7 @@ class Executor:
                 return self._finished(worker)
             return self._died(worker)
         if running.clock_start is None:
-            if now - running.submitted > STARTUP_LIMIT_S:
+            if now - running.submitted - running.paused_total(now) > STARTUP_LIMIT_S:
                 return self._timed_out(worker, STARTUP_LIMIT_S)
         elif running.elapsed_s(now) > running.cell.timeout_s:
             return self._timed_out(worker, running.cell.timeout_s)
@@ -343,6 +398,21 @@ class Executor:
             started_at=running.started_at,
             finished_at=_now(),
         )
+
+
+def _quiet_while_timing(slots: list[Worker | None]) -> None:
+    """Stop every busy worker while another times; continue them all when none does.
+
+    A timing cell is never stopped, so nothing it waits for can be (what it needs, its
+    GPU's lock, it holds); with several GPUs, cells timing on each run side by side."""
+    now = time.monotonic()
+    workers = [w for w in slots if w is not None]
+    timing = [w for w in workers if w.running and w.running.reported == QUIET_PHASE]
+    for worker in workers:
+        if timing and worker.running and worker not in timing and not worker.stopped:
+            worker.stop(now)
+        elif worker.stopped and (not timing or worker in timing or not worker.running):
+            worker.resume(now)
 
 
 def _stack_dump(log: str) -> str | None:

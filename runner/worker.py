@@ -26,7 +26,22 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux). A worker may be
+    stopped (``--quiet-timing``) when zoo-run dies, and then nobody would continue it;
+    SIGKILL is the one signal a stopped process does not wait for."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: a parent that dies leaves its workers to end on stdin's EOF
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     parser = argparse.ArgumentParser(prog="python -m runner.worker")
     parser.add_argument("--status-file", type=Path, required=True)
     parser.add_argument(

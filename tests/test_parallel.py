@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import itertools
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from runner.config import Cell, CellConfig
-from runner.execute import Executor
+from runner.execute import STOPPED, WAITING_FOR_GPU, Executor, _Running
 from runner.gpu_lock import GpuLock, split_cpus
 from runner.plan import PlanOptions, plan_cells
 from zoo.catalog import select
@@ -139,14 +141,15 @@ def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
     assert "waiting for the GPU" in [phase for _, phase in phases]
 
 
-def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys):
+@pytest.mark.parametrize("quiet", [[], ["--quiet-timing"]], ids=["", "quiet-timing"])
+def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys, quiet):
     import duckdb
 
     from runner.cli import main
 
     db = tmp_path / "zoo.duckdb"
     args = ["--models", "test_resnet,test_vit", "--backends", "eager", "--device", "cpu"]
-    assert main([*args, "--workers", "2", "--db", str(db)]) == 0
+    assert main([*args, "--workers", "2", "--db", str(db), *quiet]) == 0
     assert "2 worker(s)" in capsys.readouterr().err
     with duckdb.connect(str(db), read_only=True) as con:
         rows = con.execute("SELECT model_id, status FROM results ORDER BY model_id").fetchall()
@@ -305,3 +308,111 @@ def test_two_slots_of_one_gpu_pin_their_workers_to_it_and_share_its_lock(tmp_pat
     assert [p.name for p in (tmp_path / "locks").glob("*.lock")] == ["GPU-same.lock"]
     logs = sorted(tmp_path.glob("worker-*.log"))
     assert len(logs) == 2  # one worker per slot
+
+
+def test_a_cell_clock_paused_for_two_reasons_at_once_counts_the_pause_once():
+    running = _Running(cell=None, result_path=Path("x"), submitted=0.0, started_at="")
+    running.start_clock(10.0)
+    running.pause(12.0, WAITING_FOR_GPU)
+    running.pause(13.0, STOPPED)  # stopped while waiting for the GPU
+    running.resume(15.0, WAITING_FOR_GPU)
+    assert running.elapsed_s(16.0) == pytest.approx(2.0)  # still stopped
+    running.resume(17.0, STOPPED)
+    assert running.elapsed_s(20.0) == pytest.approx(5.0)  # 10-12 and 17-20
+
+
+def _worker_states(workdir: Path) -> dict[str, tuple[str, str]]:
+    """Each worker process under ``workdir``: its reported status and its process state
+    (``T`` while stopped)."""
+    states = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"runner.worker" not in command:
+                continue
+            status_file = Path(command[command.index(b"--status-file") + 1].decode())
+            if status_file.parent != workdir:
+                continue
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            # No status yet: still starting (importing torch), which may be stopped too.
+            status = status_file.read_text().strip() if status_file.exists() else ""
+            states[pid] = (status, state)
+        except (FileNotFoundError, ProcessLookupError, ValueError, IndexError):
+            continue
+    return states
+
+
+def test_quiet_timing_stops_the_other_workers_while_a_cell_times(tmp_path):
+    spec = select(None, [f"{FIXTURES / 'toy_models.py'}:SlowMLP"])[0]
+    cells = [
+        Cell(spec, CellConfig(backend, "none", "false", "fp32"), "full", None, None, "cpu", "t")
+        for backend in ("eager", "aot_eager")
+    ]
+    seen, done = [], threading.Event()
+
+    def watch():
+        while not done.is_set():
+            seen.append(_worker_states(tmp_path))
+            time.sleep(0.01)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    results = []
+    try:
+        Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks", quiet_timing=True).run(
+            cells, on_result=results.append
+        )
+    finally:
+        done.set()
+        watcher.join()
+    assert sorted(r.status for r in results) == ["pass", "pass"]
+    # Moments where one worker timed while the other, busy with its cell, was stopped.
+    quiet = [
+        states
+        for states in seen
+        if any(status.endswith(" timing") and state != "T" for status, state in states.values())
+        and any(state == "T" for _, state in states.values())
+    ]
+    assert quiet, "no worker was ever stopped while another timed"
+    # Never two timing at once.
+    assert not any(
+        sum(status.endswith(" timing") and state != "T" for status, state in s.values()) > 1
+        for s in seen
+    )
+
+
+def test_a_stopped_worker_dies_with_its_parent(tmp_path):
+    """A worker stopped for another cell's timing when zoo-run dies would wait forever:
+    the kernel kills it with its parent instead."""
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from runner.execute import Worker; "
+            f"w = Worker('torch', Path({str(tmp_path)!r}), 'w', dict(__import__('os').environ)); "
+            "print(w.proc.pid, flush=True); time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    worker_pid = int(parent.stdout.readline())
+    status = tmp_path / "w.status"
+    try:
+        deadline = time.monotonic() + 120
+        while not (status.exists() and status.read_text().strip() == "ready"):
+            assert time.monotonic() < deadline, "the worker never got ready"
+            time.sleep(0.1)
+        os.killpg(worker_pid, signal.SIGSTOP)
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 10
+        while Path(f"/proc/{worker_pid}").exists():
+            state = Path(f"/proc/{worker_pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            if state == "Z":  # dead, waiting to be reaped by whoever adopted it
+                break
+            assert time.monotonic() < deadline, f"the stopped worker outlived its parent ({state})"
+            time.sleep(0.1)
+    finally:
+        parent.kill()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker_pid, signal.SIGKILL)
