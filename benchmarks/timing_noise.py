@@ -121,12 +121,14 @@ def time_sides(eager_call, graph, calls: int) -> tuple[list[float], list[float]]
     replay: list[float] = []
     for _ in range(5):
         eager_call()
-        graph.replay()
+        if graph is not None:
+            graph.replay()
     torch.cuda.synchronize()
     while len(eager) < calls:
         eager += [synced(eager_call) for _ in range(BLOCK)]
-        replay += [synced(graph.replay) for _ in range(BLOCK)]
-    return eager, replay
+        if graph is not None:
+            replay += [synced(graph.replay) for _ in range(BLOCK)]
+    return eager, replay or [float("nan")]
 
 
 def capture(eager_call):
@@ -145,6 +147,8 @@ def capture(eager_call):
 
 
 def quartiles(samples: list[float]) -> tuple[float, float, float]:
+    if len(samples) < 2:
+        return samples[0], samples[0], samples[0]
     p25, med, p75 = statistics.quantiles(samples, n=4, method="inclusive")
     return p25, med, p75
 
@@ -187,7 +191,11 @@ def main() -> int:
             def eager_call(model=model, inputs=inputs):
                 return model(*inputs)
 
-            graph = capture(eager_call)
+            try:
+                graph = capture(eager_call)
+            except Exception as error:  # a model CUDA graphs cannot capture: eager only
+                print(f"{model_id}: no CUDA graph ({type(error).__name__}: {error})"[:200])
+                graph = None
             for name, where, kind, count in CONDITIONS:
                 move_threads(all_cpus if where == "all" else timing)
                 procs = start_neighbours(kind, count, others, model_id) if kind else []
