@@ -113,13 +113,25 @@ def speedup_color(speedup: float) -> str:
     return SPEEDUP_SCALE[-1][1]
 
 
+# A side whose median is this far above its fastest sample was disturbed while timed (a
+# quiet GPU and host give about 1.01; on the H200, launch-bound eager calls beside
+# compiling workers read 1.3-1.8).
+DISTURBED_RATIO = 1.2
+
+
 def _tooltip(row) -> str:
+    disturbance = getattr(row, "timing_disturbance", None)
+    disturbed = (
+        f" (timing disturbed: a median {disturbance:.2f}x its fastest sample)"
+        if disturbance is not None and pd.notna(disturbance) and disturbance > DISTURBED_RATIO
+        else ""
+    )
     return "\n".join(
         (
             row.model_id,
             row.config,
             f"status: {row.status}",
-            f"speedup: {_text(row.speedup, '{:.2f}x')}",
+            f"speedup: {_text(row.speedup, '{:.2f}x')}{disturbed}",
             f"graph breaks: {_text(row.graph_break_count, '{:.0f}')}",
             f"compile: {_text(row.compile_s, '{:.1f} s')}",
             f"memory ratio: {_text(row.memory_ratio, '{:.2f}')}",

@@ -34,7 +34,12 @@ PREPARE = (
             ) AS config,
             r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
-            r.memory_ratio, r.accuracy_pass, r.recorded_at
+            r.memory_ratio, r.accuracy_pass, r.recorded_at,
+            -- how far a side's median sits above its fastest sample (about 1.01 quiet)
+            greatest(
+                r.eager_ms / nullif(r.eager_fastest_ms, 0),
+                r.compiled_ms / nullif(r.compiled_fastest_ms, 0)
+            ) AS timing_disturbance
         FROM results r
         CROSS JOIN axes
         LEFT JOIN runs u ON u.run_id = r.run_id
@@ -158,7 +163,7 @@ page AS (
 )
 SELECT
     c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
-    c.memory_ratio, c.error_type, c.torch, c.recorded_at
+    c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance
 FROM chosen c SEMI JOIN page USING (model_id)
 ORDER BY c.family, c.model_id, c.config
 """

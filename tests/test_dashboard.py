@@ -83,6 +83,7 @@ CELLS = pd.DataFrame(
         "graph_break_count": [0, None, 2, None],
         "compile_s": [10.0, None, 5.0, None],
         "memory_ratio": [0.9, None, 1.1, None],
+        "timing_disturbance": [1.01, None, 1.5, None],
     }
 )
 CONFIGS = ["inductor/default", "eager"]
@@ -103,7 +104,8 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     # timm/b under inductor/default: the third tile (rows first, configs in order).
     _, link, tooltip = tiles[2]
     assert html.unescape(tooltip).splitlines() == [
-        "timm/b", "inductor/default", "status: pass", "speedup: 0.80x", "graph breaks: 2",
+        "timm/b", "inductor/default", "status: pass",
+        "speedup: 0.80x (timing disturbed: a median 1.50x its fastest sample)", "graph breaks: 2",
         "compile: 5.0 s", "memory ratio: 1.10", "family: fa",
     ]  # fmt: skip
     target = urllib.parse.urlsplit(html.unescape(link))
@@ -311,7 +313,11 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', matrix) == [
         "timm/convnext_atto", "timm/resnet18", VIT,
     ]  # fmt: skip
-    assert len(_tiles(matrix)) == 5
+    tiles = _tiles(matrix)
+    assert len(tiles) == 5
+    # The vit aot_eager cell's eager samples were disturbed (fixture): its hover says so.
+    disturbed = [html.unescape(tip) for _, _, tip in tiles if "timing disturbed" in tip]
+    assert len(disturbed) == 1 and VIT in disturbed[0] and "a median 1.67x" in disturbed[0]
     assert len(at.get("download_button")) == 1
     assert "| `compile_error` | compiling or running the compiled model raised |" in page
 

@@ -91,12 +91,6 @@ def _plain(row: pd.Series) -> dict:
     }
 
 
-# A side whose median is this far above its fastest sample was disturbed while timed (a
-# quiet GPU and host give about 1.01; on the H200, launch-bound eager calls beside
-# compiling workers read 1.3-1.8).
-DISTURBED_RATIO = 1.2
-
-
 def _ms(cell, column: str) -> str:
     median, p25, p75 = cell[column], cell[f"{column}_p25"], cell[f"{column}_p75"]
     if pd.isna(median):
@@ -123,7 +117,7 @@ def disturbed_timing(cell) -> str | None:
     worst = [
         f"{side} median {ratio:.2f}x its fastest sample"
         for side, ratio in ratios.items()
-        if ratio > DISTURBED_RATIO
+        if ratio > charts.DISTURBED_RATIO
     ]
     if not worst:
         return None
