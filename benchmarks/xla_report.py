@@ -76,6 +76,18 @@ def _route(cell) -> str:
     return cell["backend"]
 
 
+def _passed(cells: list[dict], precision: str, route: str, needed: str) -> list[dict]:
+    """The passing cells of one precision and route that have a value for ``needed``."""
+    return [
+        c
+        for c in cells
+        if c["precision"] == precision
+        and _route(c) == route
+        and c["status"] == "pass"
+        and c[needed]
+    ]
+
+
 def _dist(values: list[float]) -> str:
     if not values:
         return "-"
@@ -123,14 +135,7 @@ def report(cells: list[dict]) -> None:
     print("\n## Speedup over the cell's own eager baseline (as recorded)\n")
     for precision in precisions:
         for route in ROUTES:
-            values = [
-                c["speedup"]
-                for c in cells
-                if c["precision"] == precision
-                and _route(c) == route
-                and c["status"] == "pass"
-                and c["speedup"]
-            ]
+            values = [c["speedup"] for c in _passed(cells, precision, route, "speedup")]
             if values:
                 print(f"{precision:5} {route:11} {_dist(values)}")
 
@@ -186,11 +191,7 @@ def report(cells: list[dict]) -> None:
         for route in ROUTES[:3]:
             ratios = [
                 c["eager_ms"] / c["eager_fastest_ms"]
-                for c in cells
-                if c["precision"] == precision
-                and _route(c) == route
-                and c["status"] == "pass"
-                and c["eager_fastest_ms"]
+                for c in _passed(cells, precision, route, "eager_fastest_ms")
             ]
             if ratios:
                 above = sum(r > 1.2 for r in ratios)
