@@ -86,7 +86,16 @@ def _run_phase(args) -> None:
             "elapsed_s": time.monotonic() - started,
             "interrupted": interrupted,
             "cells": [
-                {"key": r.cell_key, "model": r.model_id, "status": r.status, "speedup": r.speedup}
+                {
+                    "key": r.cell_key,
+                    "model": r.model_id,
+                    "mode": r.mode,
+                    "status": r.status,
+                    "speedup": r.speedup,
+                    "eager_ms": r.eager_ms,
+                    "compiled_ms": r.compiled_ms,
+                    "disturbance": _disturbance(r),
+                }
                 for r in results
             ],
         }
@@ -153,6 +162,9 @@ def _report(out: Path) -> None:
             f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
             f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}{cut}"
         )
+    for phase in (serial, *variants):
+        if quality := _timing_quality(phase):
+            print(f"{phase['phase']}: {quality}")
     one_gpu = next((p for p in variants if p["phase"] == "parallel"), None)
     for phase in variants:
         print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
@@ -182,6 +194,31 @@ def _agreement(phase: dict, baseline: dict, name: str) -> None:
             f"difference {median:.1%}, largest {worst:.1%} ({worst_model}); "
             f"status differences: {statuses}"
         )
+
+
+def _disturbance(result) -> float | None:
+    """How far the cell's slower-to-settle side sits above its fastest sample: a median
+    over its fastest (about 1.01 on a quiet GPU and host)."""
+    ratios = [
+        median / min(samples)
+        for median, samples in (
+            (result.eager_ms, result.eager_samples_ms),
+            (result.compiled_ms, result.compiled_samples_ms),
+        )
+        if median and samples and min(samples) > 0
+    ]
+    return max(ratios) if ratios else None
+
+
+def _timing_quality(phase: dict) -> str:
+    values = [c["disturbance"] for c in phase["cells"] if c.get("disturbance")]
+    if not values:
+        return ""
+    above = sum(v > 1.2 for v in values)
+    return (
+        f"timing: median over fastest sample, worse side: median {statistics.median(values):.2f}, "
+        f"max {max(values):.2f}, {above} of {len(values)} cells above 1.2"
+    )
 
 
 def _per_hour(phase: dict) -> float:
