@@ -200,7 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--quiet-timing",
         action="store_true",
         help="stop the other workers (SIGSTOP) while a cell times and continue them after: "
-        "a quiet host for launch-bound timings, less compiling meanwhile",
+        "a quiet host for launch-bound timings, less compiling meanwhile (always on for "
+        "cpu runs with several workers)",
     )
     return parser
 
@@ -348,9 +349,13 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     )
     gpus = environment.gpu_uuids() if device == "cuda" else []
     workers = min(args.workers or default_workers(device, env), len(plan.cells))
+    # On the CPU the timed calls and the neighbours' compiles share the same cores:
+    # without stopping them, 2 workers on 2 cores recorded speedups up to 442% off the
+    # serial ones (docs/PERFORMANCE.md); with it, at most 6.7%, at the same cells/hour.
+    quiet_timing = args.quiet_timing or (device == "cpu" and workers > 1)
     console.print(
-        f"run {run_id} · {len(plan.cells)} cells · {device} · {workers} worker(s) · "
-        f"database {args.db}"
+        f"run {run_id} · {len(plan.cells)} cells · {device} · {workers} worker(s)"
+        f"{' (quiet timing)' if quiet_timing and workers > 1 else ''} · database {args.db}"
     )
     results = []
     total = len(plan.cells)
@@ -378,7 +383,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
                 workers=workers,
                 gpus=gpus,
                 timing_cpus_per_gpu=args.timing_cpus,
-                quiet_timing=args.quiet_timing,
+                quiet_timing=quiet_timing,
             )
             executor.run(plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase)
         except Interrupted:
