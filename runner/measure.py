@@ -62,6 +62,13 @@ class TimingPlan:
     max_pairs: int
     budget_s: float
 
+    def wants_more(self, taken: int, started: float) -> bool:
+        """Whether to time another pair, ``taken`` pairs since ``started``
+        (``time.perf_counter()``)."""
+        return taken < self.max_pairs and (
+            taken < self.min_pairs or time.perf_counter() - started < self.budget_s
+        )
+
 
 TIMING_PLANS = {"cuda": TimingPlan(10, 200, 2.0), "cpu": TimingPlan(5, 200, 1.0)}
 
@@ -673,9 +680,7 @@ def alternate_blocks(
     firsts: list[float] = []
     seconds: list[float] = []
     started = time.perf_counter()
-    while len(firsts) < plan.max_pairs and (
-        len(firsts) < plan.min_pairs or time.perf_counter() - started < plan.budget_s
-    ):
+    while plan.wants_more(len(firsts), started):
         count = min(block, plan.max_pairs - len(firsts))
         firsts += first(count)
         seconds += second(count)
@@ -688,9 +693,7 @@ def _repeat(sample: Callable[[], Any], plan: TimingPlan) -> list[Any]:
     alternation, lets clock drift hit both alike."""
     samples: list[Any] = []
     started = time.perf_counter()
-    while len(samples) < plan.max_pairs and (
-        len(samples) < plan.min_pairs or time.perf_counter() - started < plan.budget_s
-    ):
+    while plan.wants_more(len(samples), started):
         samples.append(sample())
     return samples
 
