@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from typing import Any
 
 # Untimed calls at the start of each block, on both sides: the first calls after the
@@ -76,9 +77,7 @@ def main() -> int:
             word, _, count = line.strip().partition(" ")
             if word != TIME:
                 break
-            for _ in range(REWARM_CALLS):
-                measurement.run_eager()
-            samples = [timer(measurement.run_eager) for _ in range(int(count))]
+            samples = timed_block(measurement.run_eager, timer, int(count))
             print(json.dumps({"samples": samples}), flush=True)
     if word != DONE:
         return 1
@@ -88,6 +87,16 @@ def main() -> int:
     }
     print(json.dumps(reply), flush=True)
     return 0
+
+
+def timed_block(
+    call: Callable[[], Any], timer: Callable[[Callable[[], Any]], float], count: int
+) -> list[float]:
+    """One block of the alternation, on either side: ``REWARM_CALLS`` untimed calls,
+    then ``count`` timed ones."""
+    for _ in range(REWARM_CALLS):
+        call()
+    return [timer(call) for _ in range(count)]
 
 
 if __name__ == "__main__":

@@ -197,9 +197,7 @@ class XlaMeasurement(Measurement):
 
         def xla_block(count: int) -> list[float]:
             self.step = "timing"
-            for _ in range(eager_baseline.REWARM_CALLS):
-                self.run_compiled()
-            return [timer(self.run_compiled) for _ in range(count)]
+            return eager_baseline.timed_block(self.run_compiled, timer, count)
 
         self.step = "timing"
         warm_up(lambda: (self.run_compiled(), self.sync()))
