@@ -59,6 +59,7 @@ def _cells(args):
 
 def _run_phase(args) -> None:
     from runner import env as environment
+    from runner import usage
     from runner.execute import Executor, Interrupted
 
     cells, device = _cells(args)
@@ -71,7 +72,9 @@ def _run_phase(args) -> None:
     path = args.out / f"{name}.json"
     results = []
     started = time.monotonic()
+    meter = usage.CpuMeter()
     interrupted = False
+    used = None
 
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
@@ -85,6 +88,8 @@ def _run_phase(args) -> None:
             "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
             "elapsed_s": time.monotonic() - started,
             "interrupted": interrupted,
+            # What bounded the phase (runner.usage): cores busy, each GPU lock's holds.
+            "usage": used.to_dict() if used else None,
             "cells": [
                 {
                     "key": r.cell_key,
@@ -94,13 +99,18 @@ def _run_phase(args) -> None:
                     "speedup": r.speedup,
                     "eager_ms": r.eager_ms,
                     "compiled_ms": r.compiled_ms,
+                    "eager_fastest_ms": min(r.eager_samples_ms or [0]) or None,
+                    "compiled_fastest_ms": min(r.compiled_samples_ms or [0]) or None,
                     "disturbance": _disturbance(r),
+                    "compile_s": r.compile_s,
+                    "wall_s": r.wall_s,
                 }
                 for r in results
             ],
         }
         path.write_text(json.dumps(phase, indent=1))
 
+    todo = cells
     with tempfile.TemporaryDirectory() as workdir:
         try:
             if args.phase == "serial":
@@ -123,16 +133,20 @@ def _run_phase(args) -> None:
         except (Interrupted, KeyboardInterrupt):
             # The cells in flight are lost: the rate of an interrupted phase reads low.
             interrupted = True
+        workers = 1 if args.phase == "serial" else args.workers
+        used = usage.measure(Path(workdir), meter, workers, len(todo))
     record()
     elapsed = time.monotonic() - started
     note = " (interrupted)" if interrupted else ""
     print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s{note} -> {path}")
+    print(" · ".join(part for part in (used.line(), used.bound()) if part))
 
 
 def _phase_name(args, gpus: int) -> str:
     """``serial``; ``parallel`` with the GPU count beyond one and the reserved cores."""
+    tag = f"-{args.tag}" if args.tag else ""
     if args.phase == "serial":
-        return "serial"
+        return "serial" + tag
     name = "parallel" if gpus <= 1 else f"parallel-{gpus}gpus"
     if args.slots_per_gpu > 1 and gpus:
         name += f"-{args.slots_per_gpu}slots-per-gpu"
@@ -140,7 +154,7 @@ def _phase_name(args, gpus: int) -> str:
         name += f"-timing-cpus{args.timing_cpus}"
     if args.quiet_timing:
         name += "-quiet-timing"
-    return name + "-all-cells" if args.all_cells else name
+    return (name + "-all-cells" if args.all_cells else name) + tag
 
 
 def _serial_keys(out: Path) -> set[str] | None:
@@ -153,47 +167,108 @@ def _serial_keys(out: Path) -> set[str] | None:
 
 def _report(out: Path) -> None:
     serial = json.loads((out / "serial.json").read_text())
+    repeats = [json.loads(path.read_text()) for path in sorted(out.glob("serial-*.json"))]
     variants = [json.loads(path.read_text()) for path in sorted(out.glob("parallel*.json"))]
+    for path, phase in zip(sorted(out.glob("serial-*.json")), repeats, strict=True):
+        phase["phase"] = path.stem  # files of a repeat made before --tag named it "serial"
+    phases = (serial, *repeats, *variants)
     print(f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
     serial_rate = _per_hour(serial)
-    for phase in (serial, *variants):
+    for phase in phases:
         cut = "  (interrupted: cells in flight lost)" if phase.get("interrupted") else ""
         print(
             f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
             f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}{cut}"
         )
-    for phase in (serial, *variants):
+    for phase in phases:
         if quality := _timing_quality(phase):
             print(f"{phase['phase']}: {quality}")
-    one_gpu = next((p for p in variants if p["phase"] == "parallel"), None)
+        if used := phase.get("usage"):
+            print(f"{phase['phase']}: {_usage_line(used)}")
+    for phase in repeats:
+        print(f"\n{phase['phase']}: the serial phase again (its own noise)")
+        _agreement(phase, serial, "serial")
+    # The one-GPU baseline of multi-GPU runs: the plain one-GPU parallel run with the most
+    # cells (``parallel`` or ``parallel-all-cells``; not one with reserved cores or quiet
+    # timing, which change the timing on purpose).
+    plain = [
+        p
+        for p in variants
+        if p.get("gpu_slots", 1) <= 1 and not p.get("timing_cpus") and "quiet" not in p["phase"]
+    ]
+    one_gpu = max(plain, key=lambda p: len(p["cells"]), default=None)
     for phase in variants:
         print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
         _agreement(phase, serial, "serial")
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
+    _cell_table(serial, phases)
+
+
+def _cell_table(serial: dict, phases: tuple[dict, ...]) -> None:
+    """Each serial cell's speedup and median eager / compiled ms in every phase."""
+    print("\nper serial cell: speedup (eager ms / compiled ms, medians) in each phase")
+    names = [phase["phase"] for phase in phases]
+    print(f"{'cell':40} " + " ".join(f"{name[:24]:>24}" for name in names))
+    by_phase = [{c["key"]: c for c in phase["cells"]} for phase in phases]
+    for cell in serial["cells"]:
+        row = []
+        for cells in by_phase:
+            other = cells.get(cell["key"])
+            if other and other["speedup"]:
+                row.append(
+                    f"{other['speedup']:.2f} ({other['eager_ms']:.2f}/{other['compiled_ms']:.2f})"
+                )
+            else:
+                row.append("-")
+        label = f"{cell['model'].split('/')[-1][:24]} {cell['mode']}"
+        print(f"{label:40} " + " ".join(f"{text:>24}" for text in row))
+
+
+def _usage_line(used: dict) -> str:
+    """The phase's cores and GPU locks (runner.usage.Usage.to_dict)."""
+    parts = []
+    if used.get("cpu_busy") is not None:
+        parts.append(
+            f"{used['cpus']} cores {used['cpu_busy']:.0%} busy (steal {used['cpu_steal']:.0%})"
+        )
+    for key, busy in sorted(used.get("lock_busy", {}).items()):
+        kinds = used["lock_held_s"][key]
+        detail = ", ".join(
+            f"{kind} {held / used['elapsed_s']:.0%}" for kind, held in sorted(kinds.items())
+        )
+        parts.append(f"lock {key[:12]} held {busy:.0%} ({detail})")
+    return " · ".join(parts)
 
 
 def _agreement(phase: dict, baseline: dict, name: str) -> None:
-    """Per-cell speedups of ``phase`` against ``baseline`` over the cells both ran."""
+    """Per-cell speedups of ``phase`` against ``baseline`` over the cells both ran: of the
+    medians (the recorded speedup) and, where recorded, of the fastest samples."""
     by_key = {c["key"]: c for c in baseline["cells"]}
-    differences = []
-    for cell in phase["cells"]:
-        other = by_key.get(cell["key"])
-        if other and cell["speedup"] and other["speedup"]:
-            differences.append((abs(cell["speedup"] / other["speedup"] - 1), cell["model"]))
-    statuses = sum(
-        1
-        for c in phase["cells"]
-        if c["key"] in by_key and by_key[c["key"]]["status"] != c["status"]
-    )
-    if differences:
-        worst, worst_model = max(differences)
-        median = statistics.median(d for d, _ in differences)
-        print(
-            f"against {name}, over {len(differences)} cells: speedup median relative "
-            f"difference {median:.1%}, largest {worst:.1%} ({worst_model}); "
-            f"status differences: {statuses}"
-        )
+    pairs = [(cell, by_key[cell["key"]]) for cell in phase["cells"] if cell["key"] in by_key]
+    statuses = sum(cell["status"] != other["status"] for cell, other in pairs)
+    for label, speedup in (
+        ("speedup", lambda cell: cell["speedup"]),
+        ("fastest-sample speedup (eager fastest / compiled fastest)", _fastest_speedup),
+    ):
+        differences = [
+            (abs(speedup(cell) / speedup(other) - 1), cell["model"])
+            for cell, other in pairs
+            if speedup(cell) and speedup(other)
+        ]
+        if differences:
+            worst, worst_model = max(differences)
+            median = statistics.median(d for d, _ in differences)
+            print(
+                f"against {name}, over {len(differences)} cells: {label} median relative "
+                f"difference {median:.1%}, largest {worst:.1%} ({worst_model})"
+            )
+    print(f"against {name}: status differences: {statuses}")
+
+
+def _fastest_speedup(cell: dict) -> float | None:
+    eager, compiled = cell.get("eager_fastest_ms"), cell.get("compiled_fastest_ms")
+    return eager / compiled if eager and compiled else None
 
 
 def _disturbance(result) -> float | None:
@@ -255,6 +330,13 @@ def main() -> None:
         "one lock per GPU): the multi-GPU code path on one GPU",
     )
     parser.add_argument("--limit-s", type=float, default=500.0)
+    parser.add_argument(
+        "--tag",
+        default="",
+        help="appended to the phase's name (its file): a repeat of a phase, e.g. "
+        "'--phase serial --tag again', which the report compares with the first (how "
+        "far two runs of the same cells agree when nothing differs)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phase == "report":

@@ -377,14 +377,14 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
+        executor = Executor(
+            Path(workdir),
+            workers=workers,
+            gpus=gpus,
+            timing_cpus_per_gpu=args.timing_cpus,
+            quiet_timing=quiet_timing,
+        )
         try:
-            executor = Executor(
-                Path(workdir),
-                workers=workers,
-                gpus=gpus,
-                timing_cpus_per_gpu=args.timing_cpus,
-                quiet_timing=quiet_timing,
-            )
             executor.run(plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase)
         except Interrupted:
             status = "interrupted"
@@ -396,6 +396,10 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         + (f" · label {args.label}" if args.label else "")
         + f" · {args.db}"
     )
+    if executor.usage is not None and (line := executor.usage.line()):
+        # What limited the run: the cores (compiling) or a GPU's lock (timing).
+        bound = executor.usage.bound()
+        out.print(f"{line} · {bound}" if bound else line)
     if status == "interrupted":
         out.print(
             f"interrupted: {total - len(results)} cells not recorded; "

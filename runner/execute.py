@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from runner import usage
 from runner.config import Cell
 from runner.gpu_lock import WAITING_PHASE, format_cpus, split_cpus
 from runner.result import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
@@ -124,6 +125,8 @@ class Worker:
             command += ["--lock-key", lock_key]
         if lock_dir:
             command += ["--lock-dir", str(lock_dir)]
+        if lock_key:
+            command += ["--holds-log", str(workdir / f"holds-{name}.log")]
         command += cpu_args or []
         self.proc = subprocess.Popen(
             command,
@@ -231,6 +234,8 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        # The cores' and GPU locks' use over the last run() (runner.usage): what bounds it.
+        self.usage: usage.Usage | None = None
         self._timing_cpus: list[frozenset[int]] = []
         self._compile_cpus: frozenset[int] = frozenset()
         if timing_cpus_per_gpu and self.gpus:
@@ -275,6 +280,8 @@ class Executor:
         cells that were running then get no result.
         """
         queue = deque(cells)
+        planned = len(queue)
+        meter = usage.CpuMeter()
         slots: list[Worker | None] = [None] * self.workers
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
@@ -317,6 +324,7 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             signal.signal(signal.SIGTERM, previous)
+            self.usage = usage.measure(self.workdir, meter, self.workers, planned)
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running

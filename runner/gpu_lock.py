@@ -31,6 +31,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from runner.usage import HoldLog
+
 DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "zoo-matrix-locks"
 WAITING_PHASE = "waiting for the GPU"
 # How long a tuner that gave the lock back to a waiting timer sleeps before trying again.
@@ -47,11 +49,15 @@ class GpuLock:
         on_wait: Callable[[], None] = lambda: None,
         on_acquired: Callable[[], None] = lambda: None,
         timing_cpus: frozenset[int] | None = None,
+        holds_log: HoldLog | None = None,
     ):
         """``on_wait`` runs when another process holds the lock and this one starts to
         wait; ``on_acquired`` when it then gets it (the parent pauses the cell's clock
-        in between: waiting for the GPU is not the cell's time)."""
+        in between: waiting for the GPU is not the cell's time). ``holds_log`` gets a
+        line per outermost hold (``runner.usage``: what bounds a sweep)."""
         self.key = key
+        self.holds_log = holds_log
+        self._hold: tuple[str, float] | None = None
         self.on_wait = on_wait
         self.on_acquired = on_acquired
         self.timing_cpus = timing_cpus
@@ -71,6 +77,7 @@ class GpuLock:
         with self._mutex:
             if self._depth == 0:
                 self._fd = self._acquire_tuning() if tuning else self._acquire_timing()
+                self._hold = ("tuning" if tuning else "timing", time.time())
                 if self.timing_cpus:
                     # Linux applies this to the calling thread: the one that launches.
                     self._saved_cpus = os.sched_getaffinity(0)
@@ -91,6 +98,9 @@ class GpuLock:
                     fcntl.flock(self._fd, fcntl.LOCK_UN)
                     os.close(self._fd)
                     self._fd = None
+                    if self.holds_log is not None and self._hold is not None:
+                        kind, start = self._hold
+                        self.holds_log.record(self.key, kind, start, time.time())
 
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)

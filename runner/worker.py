@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--lock-dir", type=Path, default=None)
     parser.add_argument(
+        "--holds-log", type=Path, default=None, help="append each lock hold here (runner.usage)"
+    )
+    parser.add_argument(
         "--compile-cpus", default=None, help="cores this worker runs on (comma-separated)"
     )
     parser.add_argument(
@@ -77,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     timing_gate = no_gate
     if args.lock_key:
         from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock, parse_cpus
+        from runner.usage import HoldLog
 
         lock = GpuLock(
             args.lock_key,
@@ -84,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
             on_wait=lambda: _write_atomic(args.status_file, f"{current['key']} {WAITING_PHASE}"),
             on_acquired=lambda: report_phase(current["phase"]),
             timing_cpus=parse_cpus(args.timing_cpus),
+            holds_log=HoldLog(args.holds_log) if args.holds_log else None,
         )
         timing_gate = lock.held
         if args.lock_key != "cpu":

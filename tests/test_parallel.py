@@ -21,6 +21,7 @@ from runner.config import Cell, CellConfig
 from runner.execute import STOPPED, WAITING_FOR_GPU, Executor, _Running
 from runner.gpu_lock import GpuLock, split_cpus
 from runner.plan import PlanOptions, plan_cells
+from runner.usage import HoldLog, Usage, read_holds
 from zoo.catalog import select
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -95,20 +96,74 @@ def _cells(timeout_s: float = 300.0) -> list[Cell]:
 
 def _run(cells, workdir: Path, workers: int, lock_dir: Path):
     results = []
-    Executor(workdir, workers=workers, lock_dir=lock_dir).run(cells, on_result=results.append)
-    return {r.cell_key: r for r in results}
+    executor = Executor(workdir, workers=workers, lock_dir=lock_dir)
+    executor.run(cells, on_result=results.append)
+    return {r.cell_key: r for r in results}, executor.usage
 
 
 def test_the_same_cells_and_statuses_whatever_the_number_of_workers(tmp_path):
     cells = _cells()
     (tmp_path / "one").mkdir()
     (tmp_path / "two").mkdir()
-    serial = _run(cells, tmp_path / "one", 1, tmp_path / "locks")
-    parallel = _run(cells, tmp_path / "two", 2, tmp_path / "locks")
+    serial, _ = _run(cells, tmp_path / "one", 1, tmp_path / "locks")
+    parallel, used = _run(cells, tmp_path / "two", 2, tmp_path / "locks")
     assert set(serial) == set(parallel) == {cell.key for cell in cells}
     for key, result in serial.items():
         assert result.status == parallel[key].status == "pass"
         assert result.graph_count == parallel[key].graph_count
+    # What the run used: the host's lock was held for the timing of each cell, never
+    # longer than the run; the cores were busy (building, compiling, timing).
+    assert set(used.lock_held_s) == {"cpu"}
+    assert used.lock_held_s["cpu"]["timing"] > 0.5 * len(cells)  # >= 0.5 s timed a cell
+    assert 0 < used.lock_busy("cpu") <= 1
+    assert 0 < used.cpu_busy <= 1
+    assert used.workers == 2 and used.cells == len(cells)
+
+
+def test_lock_holds_are_logged_once_per_outermost_hold_and_summed_per_gpu(tmp_path):
+    log = HoldLog(tmp_path / "holds-worker-1.log")
+    lock = GpuLock("GPU-0123456789ab-cdef", tmp_path, holds_log=log)
+    before = time.time()
+    with lock.held(), lock.held(tuning=True):  # re-entrant: inside the timing hold, not a hold
+        time.sleep(0.2)
+    with lock.held(tuning=True):
+        time.sleep(0.1)
+    lines = log.path.read_text().splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        ["GPU-0123456789ab-cdef", "timing"],
+        ["GPU-0123456789ab-cdef", "tuning"],
+    ]
+    # Another worker's log, a line cut by a kill, and a hold from before the run.
+    other = tmp_path / "holds-worker-2.log"
+    other.write_text(f"GPU-other timing {before + 1:.3f} {before + 3:.3f}\nGPU-other tim")
+    HoldLog(other).record("GPU-other", "timing", before - 10, before - 9)
+    held = read_holds(tmp_path, since=before)
+    assert held["GPU-0123456789ab-cdef"]["timing"] == pytest.approx(0.2, abs=0.05)
+    assert held["GPU-0123456789ab-cdef"]["tuning"] == pytest.approx(0.1, abs=0.05)
+    assert held["GPU-other"] == {"timing": pytest.approx(2.0)}
+
+
+@pytest.mark.parametrize(
+    ("workers", "cpu_busy", "held_s", "says"),
+    [
+        (8, 0.50, 95.0, "timing-bound (the lock of GPU-01234567)"),
+        (8, 0.97, 40.0, "CPU-bound: more workers would not help"),
+        (8, 0.60, 40.0, "more --workers may go faster"),
+        (1, 0.97, 95.0, ""),  # one worker: nothing ran beside anything
+    ],
+)
+def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, says):
+    used = Usage(
+        elapsed_s=100.0,
+        workers=workers,
+        cells=50,
+        cpus=16,
+        cpu_busy=cpu_busy,
+        cpu_steal=0.0,
+        lock_held_s={"GPU-0123456789ab": {"timing": held_s - 5, "tuning": 5.0}},
+    )
+    assert says in used.bound() if says else used.bound() == ""
+    assert f"lock of GPU-01234567 held {held_s / 100:.0%} (timing" in used.line()
 
 
 def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):

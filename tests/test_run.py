@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ def test_timm_matrix_is_recorded_and_resumed(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "zoo-run summary" in out
     assert "2/2" in out  # each config passed on both models
+    # What the run used: its cores, and the host's timing lock (one worker: no bound said).
+    assert re.search(r"\d+ cores \d+% busy.* · lock of the host held \d+% \(.*timing \d+%", out)
 
     results = rows(db)
     assert [(r["model_id"], r["backend"]) for r in results] == [

@@ -1,0 +1,167 @@
+"""What bounds a sweep: how busy its cores were, and how long each GPU's lock was held.
+
+A parallel sweep is limited by one of two things: the cores (building and compiling cells
+is CPU work) or the GPU lock (each cell's timing, and autotuning, has its GPU alone).
+Each worker appends the lock holds it made to a log of its own (``HoldLog``); the
+executor sums them per GPU and reads the cores' busy time from ``/proc/stat`` over the
+run (``CpuMeter``). ``Usage.bound`` says which of the two was saturated, if either.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# A resource held or busy this share of the time is the bound: more workers would queue.
+SATURATED = 0.85
+HOLDS_GLOB = "holds-*.log"
+
+
+class HoldLog:
+    """Appends one line per outermost lock hold: ``KEY KIND START END`` (wall-clock s)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def record(self, key: str, kind: str, start: float, end: float) -> None:
+        line = f"{key} {kind} {start:.3f} {end:.3f}\n"
+        # One small O_APPEND write: whole lines even if the process dies right after.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def read_holds(directory: Path, since: float = 0.0) -> dict[str, dict[str, float]]:
+    """Seconds each lock was held, per key and kind ("timing", "tuning"), from every
+    hold log in ``directory``, counting from ``since`` (wall clock: time.time())."""
+    held: dict[str, dict[str, float]] = {}
+    for path in sorted(directory.glob(HOLDS_GLOB)):
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) != 4:
+                continue  # a line cut by a kill mid-write
+            key, kind, start, end = parts
+            held_s = float(end) - max(float(start), since)
+            if held_s > 0:
+                kinds = held.setdefault(key, {})
+                kinds[kind] = kinds.get(kind, 0.0) + held_s
+    return held
+
+
+def _cpu_times(cpus: frozenset[int]) -> tuple[float, float, float] | None:
+    """(busy, steal, total) jiffies summed over ``cpus``; None without /proc/stat."""
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    busy = steal = total = 0.0
+    for line in lines:
+        name, *values = line.split()
+        if not name.startswith("cpu") or name == "cpu" or int(name[3:]) not in cpus:
+            continue
+        # user nice system idle iowait irq softirq steal (guest time is inside user)
+        ticks = [float(v) for v in values[:8]]
+        ticks += [0.0] * (8 - len(ticks))
+        idle = ticks[3] + ticks[4]
+        total += sum(ticks)
+        steal += ticks[7]
+        busy += sum(ticks) - idle - ticks[7]
+    return busy, steal, total
+
+
+class CpuMeter:
+    """How busy this process's cores (its affinity) were since the meter started; it also
+    marks the start of a run (monotonic and wall clock)."""
+
+    def __init__(self):
+        self.cpus = frozenset(os.sched_getaffinity(0))
+        self.started = time.monotonic()
+        self.started_wall = time.time()
+        self._start = _cpu_times(self.cpus)
+
+    def read(self) -> tuple[float | None, float | None]:
+        """(busy, steal): shares of the cores' time since the start; steal is the time a
+        hypervisor ran something else on them (a virtual machine's neighbours)."""
+        end = _cpu_times(self.cpus)
+        if self._start is None or end is None or end[2] <= self._start[2]:
+            return None, None
+        busy, steal, total = (e - s for e, s in zip(end, self._start, strict=True))
+        return busy / total, steal / total
+
+
+@dataclass
+class Usage:
+    """One run's use of its cores and GPU locks."""
+
+    elapsed_s: float
+    workers: int
+    cells: int
+    cpus: int
+    cpu_busy: float | None
+    cpu_steal: float | None
+    lock_held_s: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def lock_busy(self, key: str) -> float:
+        return (
+            sum(self.lock_held_s.get(key, {}).values()) / self.elapsed_s if self.elapsed_s else 0.0
+        )
+
+    def bound(self) -> str:
+        """Which resource limited the run, in words, with what would make it faster; empty
+        for one worker or no more cells than workers (nothing ran beside anything)."""
+        if self.workers <= 1 or self.cells <= self.workers:
+            return ""
+        busiest = max(self.lock_held_s, key=self.lock_busy, default=None)
+        if busiest is not None and self.lock_busy(busiest) >= SATURATED:
+            return f"timing-bound (the lock of {_short(busiest)}): more workers would wait for it"
+        if self.cpu_busy is not None and self.cpu_busy >= SATURATED:
+            return "CPU-bound: more workers would not help, more cores would"
+        return "neither the cores nor a GPU lock was saturated: more --workers may go faster"
+
+    def line(self) -> str:
+        parts = []
+        if self.cpu_busy is not None:
+            steal = f", steal {self.cpu_steal:.0%}" if (self.cpu_steal or 0) >= 0.01 else ""
+            parts.append(f"{self.cpus} cores {self.cpu_busy:.0%} busy{steal}")
+        for key, kinds in sorted(self.lock_held_s.items()):
+            detail = ", ".join(
+                f"{kind} {s / self.elapsed_s:.0%}" for kind, s in sorted(kinds.items())
+            )
+            parts.append(f"lock of {_short(key)} held {self.lock_busy(key):.0%} ({detail})")
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict:
+        return {
+            "elapsed_s": self.elapsed_s,
+            "cpus": self.cpus,
+            "cpu_busy": self.cpu_busy,
+            "cpu_steal": self.cpu_steal,
+            "lock_held_s": self.lock_held_s,
+            "lock_busy": {key: self.lock_busy(key) for key in self.lock_held_s},
+        }
+
+
+def measure(directory: Path, meter: CpuMeter, workers: int, cells: int) -> Usage:
+    """The usage of the run that started with ``meter`` and ends now; its workers' hold
+    logs are in ``directory``."""
+    busy, steal = meter.read()
+    return Usage(
+        elapsed_s=time.monotonic() - meter.started,
+        workers=workers,
+        cells=cells,
+        cpus=len(meter.cpus),
+        cpu_busy=busy,
+        cpu_steal=steal,
+        lock_held_s=read_holds(directory, since=meter.started_wall),
+    )
+
+
+def _short(key: str) -> str:
+    """``GPU-49f7ca10-d16d-...`` -> ``GPU-49f7ca10``; ``cpu`` -> ``the host``."""
+    if key == "cpu":
+        return "the host"
+    return key[:12]
