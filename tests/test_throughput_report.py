@@ -1,0 +1,70 @@
+"""benchmarks/throughput.py's report: rates, and which runs it compares with which."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "throughput.py"
+
+
+def _phase(out: Path, file: str, speedups: dict[str, float], elapsed_s: float, **fields) -> None:
+    """A phase record as the benchmark writes it; cell i's fastest samples read 1.1x
+    faster than its medians on the eager side."""
+    cells = [
+        {
+            "key": key,
+            "model": f"timm/{key}",
+            "mode": "default",
+            "status": "pass",
+            "speedup": speedup,
+            "eager_ms": 10.0 * speedup,
+            "compiled_ms": 10.0,
+            "eager_fastest_ms": 10.0 * speedup / 1.1,
+            "compiled_fastest_ms": 10.0,
+            "disturbance": 1.1,
+        }
+        for key, speedup in speedups.items()
+    ]
+    record = {"phase": Path(file).stem, "workers": 1, "elapsed_s": elapsed_s, "cells": cells}
+    (out / file).write_text(json.dumps({**record, **fields}))
+
+
+def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(tmp_path):
+    serial = {"a": 1.0, "b": 2.0, "c": 1.5}
+    _phase(tmp_path, "serial.json", serial, elapsed_s=36.0)
+    _phase(tmp_path, "serial-again.json", {"a": 1.02}, elapsed_s=12.0)
+    one_gpu = {**serial, "d": 3.0}
+    _phase(tmp_path, "parallel-all-cells.json", one_gpu, 12.0, workers=8, gpus=1, gpu_slots=1)
+    # Quiet timing changes the timing on purpose: never the one-GPU baseline, though it
+    # is a one-GPU run with the most cells.
+    quiet = {**one_gpu, "e": 1.0}
+    _phase(tmp_path, "parallel-quiet-timing-all-cells.json", quiet, 10.0, workers=8, gpu_slots=1)
+    two = {"a": 1.1, "b": 2.0, "c": 1.5, "d": 6.0}  # +10%, 0, 0, +100% against one GPU
+    _phase(tmp_path, "parallel-2gpus-all-cells.json", two, 4.0, workers=16, gpus=2, gpu_slots=2)
+
+    report = subprocess.run(
+        [sys.executable, str(BENCHMARK), "--phase", "report", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert (
+        "parallel-all-cells: 4.00x the serial cells/hour" in report
+    )  # 4 cells in 12 s vs 3 in 36 s
+    assert "parallel-2gpus-all-cells: 12.00x the serial cells/hour" in report
+    assert "serial-again: the serial phase again" in report
+    assert "speedup median relative difference 2.0%, largest 2.0% (timm/a)" in report
+    # 2 GPUs against the plain one-GPU run, over the 4 cells both ran: median of
+    # 0, 0, 10%, 100% is 5%.
+    assert (
+        "against one-GPU parallel, over 4 cells: speedup median relative difference 5.0%, "
+        "largest 100.0% (timm/d)"
+    ) in report
+    assert report.count("against one-GPU parallel") == 3  # speedup, fastest, statuses
+    # A per-cell table of the serial cells across every phase.
+    assert "per serial cell" in report and "timm/a" not in report.split("per serial cell")[1]
+    table = report.split("per serial cell")[1]
+    assert "a default" in table and "1.10 (11.00/10.00)" in table
