@@ -139,7 +139,7 @@ def _run_phase(args) -> None:
     elapsed = time.monotonic() - started
     note = " (interrupted)" if interrupted else ""
     print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s{note} -> {path}")
-    print(" · ".join(part for part in (used.line(), used.bound()) if part))
+    print(used.summary())
 
 
 def _phase_name(args, gpus: int) -> str:
@@ -166,6 +166,8 @@ def _serial_keys(out: Path) -> set[str] | None:
 
 
 def _report(out: Path) -> None:
+    from runner.usage import Usage
+
     serial = json.loads((out / "serial.json").read_text())
     repeats = [json.loads(path.read_text()) for path in sorted(out.glob("serial-*.json"))]
     variants = [json.loads(path.read_text()) for path in sorted(out.glob("parallel*.json"))]
@@ -184,7 +186,7 @@ def _report(out: Path) -> None:
         if quality := _timing_quality(phase):
             print(f"{phase['phase']}: {quality}")
         if used := phase.get("usage"):
-            print(f"{phase['phase']}: {_usage_line(used)}")
+            print(f"{phase['phase']}: {Usage.from_dict(used).summary()}")
     for phase in repeats:
         print(f"\n{phase['phase']}: the serial phase again (its own noise)")
         _agreement(phase, serial, "serial")
@@ -223,22 +225,6 @@ def _cell_table(serial: dict, phases: tuple[dict, ...]) -> None:
                 row.append("-")
         label = f"{cell['model'].split('/')[-1][:24]} {cell['mode']}"
         print(f"{label:40} " + " ".join(f"{text:>24}" for text in row))
-
-
-def _usage_line(used: dict) -> str:
-    """The phase's cores and GPU locks (runner.usage.Usage.to_dict)."""
-    parts = []
-    if used.get("cpu_busy") is not None:
-        parts.append(
-            f"{used['cpus']} cores {used['cpu_busy']:.0%} busy (steal {used['cpu_steal']:.0%})"
-        )
-    for key, busy in sorted(used.get("lock_busy", {}).items()):
-        kinds = used["lock_held_s"][key]
-        detail = ", ".join(
-            f"{kind} {held / used['elapsed_s']:.0%}" for kind, held in sorted(kinds.items())
-        )
-        parts.append(f"lock {key[:12]} held {busy:.0%} ({detail})")
-    return " · ".join(parts)
 
 
 def _agreement(phase: dict, baseline: dict, name: str) -> None:

@@ -396,10 +396,9 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         + (f" · label {args.label}" if args.label else "")
         + f" · {args.db}"
     )
-    if executor.usage is not None and (line := executor.usage.line()):
+    if executor.usage is not None and (summary := executor.usage.summary()):
         # What limited the run: the cores (compiling) or a GPU's lock (timing).
-        bound = executor.usage.bound()
-        out.print(f"{line} · {bound}" if bound else line)
+        out.print(summary)
     if status == "interrupted":
         out.print(
             f"interrupted: {total - len(results)} cells not recorded; "

@@ -134,15 +134,27 @@ class Usage:
             parts.append(f"lock of {_short(key)} held {self.lock_busy(key):.0%} ({detail})")
         return " · ".join(parts)
 
+    def summary(self) -> str:
+        """``line()`` and, where there is one, ``bound()``."""
+        return " · ".join(part for part in (self.line(), self.bound()) if part)
+
     def to_dict(self) -> dict:
+        """The fields, and each lock's held share (for readers of the JSON)."""
         return {
             "elapsed_s": self.elapsed_s,
+            "workers": self.workers,
+            "cells": self.cells,
             "cpus": self.cpus,
             "cpu_busy": self.cpu_busy,
             "cpu_steal": self.cpu_steal,
             "lock_held_s": self.lock_held_s,
             "lock_busy": {key: self.lock_busy(key) for key in self.lock_held_s},
         }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Usage:
+        fields = ("elapsed_s", "workers", "cells", "cpus", "cpu_busy", "cpu_steal", "lock_held_s")
+        return cls(**{name: data[name] for name in fields})
 
 
 def measure(directory: Path, meter: CpuMeter, workers: int, cells: int) -> Usage:

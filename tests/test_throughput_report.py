@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from runner.usage import Usage
+
 BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "throughput.py"
 
 
@@ -37,7 +39,17 @@ def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(t
     _phase(tmp_path, "serial.json", serial, elapsed_s=36.0)
     _phase(tmp_path, "serial-again.json", {"a": 1.02}, elapsed_s=12.0)
     one_gpu = {**serial, "d": 3.0}
-    _phase(tmp_path, "parallel-all-cells.json", one_gpu, 12.0, workers=8, gpus=1, gpu_slots=1)
+    used = Usage(12.0, 8, 40, 16, 0.93, 0.0, {"GPU-0123456789ab": {"timing": 5.0, "tuning": 1.0}})
+    _phase(
+        tmp_path,
+        "parallel-all-cells.json",
+        one_gpu,
+        12.0,
+        workers=8,
+        gpus=1,
+        gpu_slots=1,
+        usage=used.to_dict(),
+    )
     # Quiet timing changes the timing on purpose: never the one-GPU baseline, though it
     # is a one-GPU run with the most cells.
     quiet = {**one_gpu, "e": 1.0}
@@ -56,6 +68,10 @@ def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(t
     )  # 4 cells in 12 s vs 3 in 36 s
     assert "parallel-2gpus-all-cells: 12.00x the serial cells/hour" in report
     assert "serial-again: the serial phase again" in report
+    assert (
+        "parallel-all-cells: 16 cores 93% busy · lock of GPU-01234567 held 50% (timing 42%, "
+        "tuning 8%) · CPU-bound"
+    ) in report
     assert "speedup median relative difference 2.0%, largest 2.0% (timm/a)" in report
     # 2 GPUs against the plain one-GPU run, over the 4 cells both ran: median of
     # 0, 0, 10%, 100% is 5%.
