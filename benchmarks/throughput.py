@@ -18,7 +18,9 @@ count, reserved cores, all cells) is written to its own file and the report comp
 every one with the serial phase (run the serial phase with one GPU), and runs on several
 GPUs (or GPU slots) also with the one-GPU parallel run. ``--slots-per-gpu 2`` runs the
 multi-GPU code path on one GPU: workers pinned to two slots of the same GPU, which share
-its lock.
+its lock. ``--db PATH`` also records each phase's cells as a run (label
+``throughput-<phase>``) in a zoo-matrix database, so that the GPU time a benchmark
+takes also yields results (``zoo-export`` them to ship).
 """
 
 from __future__ import annotations
@@ -53,8 +55,9 @@ def _cells(args):
         steps=("infer",),
         device=device,
     )
-    env_id = str(environment.capture(device)["env_id"])
-    return plan_cells(select(args.models.split(",")), options, env_id).cells, device
+    env = environment.capture(device)
+    cells = plan_cells(select(args.models.split(",")), options, str(env["env_id"])).cells
+    return cells, env, device
 
 
 def _run_phase(args) -> None:
@@ -62,7 +65,7 @@ def _run_phase(args) -> None:
     from runner import usage
     from runner.execute import Executor, Interrupted
 
-    cells, device = _cells(args)
+    cells, env, device = _cells(args)
     # The GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA_VISIBLE_DEVICES=0 for one of two).
     gpus = environment.gpu_uuids() if device == "cuda" else []
     # Each GPU as several slots: the multi-GPU code path (a worker pinned per slot, one
@@ -75,11 +78,14 @@ def _run_phase(args) -> None:
     meter = usage.CpuMeter()
     interrupted = False
     used = None
+    store, run_id = _start_run(args, env, device, name, len(cells)) if args.db else (None, None)
 
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
         if result is not None:
             results.append(result)
+            if store is not None:
+                store.write_results(run_id, [result])
         phase = {
             "phase": name,
             "gpus": len(gpus),
@@ -136,10 +142,34 @@ def _run_phase(args) -> None:
         workers = 1 if args.phase == "serial" else args.workers
         used = usage.measure(Path(workdir), meter, workers, len(todo))
     record()
+    if store is not None:
+        store.finish_run(run_id, "interrupted" if interrupted else "finished", len(results))
     elapsed = time.monotonic() - started
     note = " (interrupted)" if interrupted else ""
     print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s{note} -> {path}")
     print(used.summary())
+
+
+def _start_run(args, env: dict, device: str, name: str, planned: int):
+    """A run in the database ``args.db`` for the phase's cells, labelled
+    ``throughput-<phase>``: the benchmark's measurements are results like any sweep's
+    (the serial phase's timings are undisturbed ones)."""
+    import shlex
+    import sys
+
+    from runner.store import RunRecord, Store
+
+    store = Store.open(args.db)
+    store.record_environment(env)
+    run = RunRecord.starting(
+        env,
+        device,
+        label=f"throughput-{name}",
+        command=shlex.join(["python", *sys.argv]),
+        cells_planned=planned,
+    )
+    store.start_run(run)
+    return store, run.run_id
 
 
 def _phase_name(args, gpus: int) -> str:
@@ -316,6 +346,13 @@ def main() -> None:
         "one lock per GPU): the multi-GPU code path on one GPU",
     )
     parser.add_argument("--limit-s", type=float, default=500.0)
+    parser.add_argument(
+        "--db",
+        type=Path,
+        default=None,
+        help="also record the phase's cells as a run (label throughput-<phase>) in this "
+        "zoo-matrix database, for zoo-export and the dashboard",
+    )
     parser.add_argument(
         "--tag",
         default="",

@@ -5,12 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
-import socket
 import sys
 import tempfile
 import time
-import uuid
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -327,26 +324,18 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     from runner.report import cell_line, make_progress, summary_table
     from runner.store import RunRecord
 
-    run_id = str(uuid.uuid4())
-    gpu = env["gpu"] if env["gpu"] != "absent" else None
     command = shlex.join(["zoo-run", *(sys.argv[1:] if argv is None else argv)])
     store.record_environment(env)
-    store.start_run(
-        RunRecord(
-            run_id=run_id,
-            label=args.label,
-            command=command,
-            started_at=datetime.now(UTC),
-            status="running",
-            host=socket.gethostname(),
-            device=device,
-            gpu=gpu,
-            env_id=str(env["env_id"]),
-            zoo_version=_version(),
-            cells_planned=len(plan.cells),
-            cells_recorded=0,
-        )
+    run = RunRecord.starting(
+        env,
+        device,
+        label=args.label,
+        command=command,
+        zoo_version=_version(),
+        cells_planned=len(plan.cells),
     )
+    run_id = run.run_id
+    store.start_run(run)
     gpus = environment.gpu_uuids() if device == "cuda" else []
     workers = min(args.workers or default_workers(device, env), len(plan.cells))
     # On the CPU the timed calls and the neighbours' compiles share the same cores:

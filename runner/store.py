@@ -9,6 +9,7 @@ When another process holds the file, connecting is retried for ``lock_timeout_s`
 from __future__ import annotations
 
 import os
+import socket
 import time
 import types
 import typing
@@ -278,6 +279,21 @@ class RunRecord:
     cells_recorded: int | None = 0
     # The store stamps its own SCHEMA_VERSION on write; read back, this is the row's.
     schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def starting(cls, env: dict[str, Any], device: str, **values: Any) -> RunRecord:
+        """A run starting now on this host, in the environment ``env``
+        (``runner.env.capture``); ``values``: label, command, cells_planned, ..."""
+        gpu = env.get("gpu")
+        return cls(
+            run_id=str(uuid.uuid4()),
+            started_at=datetime.now(UTC),
+            host=socket.gethostname(),
+            device=device,
+            gpu=None if gpu in (None, "absent") else gpu,
+            env_id=str(env["env_id"]),
+            **values,
+        )
 
 
 RUN_COLUMNS = tuple(f.name for f in fields(RunRecord))

@@ -8,8 +8,15 @@ import sys
 from pathlib import Path
 
 from runner.usage import Usage
+from tests.results import rows
 
 BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "throughput.py"
+
+
+def _benchmark(*args: str) -> str:
+    """benchmarks/throughput.py's output."""
+    command = [sys.executable, str(BENCHMARK), *args]
+    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
 
 
 def _phase(out: Path, file: str, speedups: dict[str, float], elapsed_s: float, **fields) -> None:
@@ -57,12 +64,7 @@ def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(t
     two = {"a": 1.1, "b": 2.0, "c": 1.5, "d": 6.0}  # +10%, 0, 0, +100% against one GPU
     _phase(tmp_path, "parallel-2gpus-all-cells.json", two, 4.0, workers=16, gpus=2, gpu_slots=2)
 
-    report = subprocess.run(
-        [sys.executable, str(BENCHMARK), "--phase", "report", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
     assert (
         "parallel-all-cells: 4.00x the serial cells/hour" in report
     )  # 4 cells in 12 s vs 3 in 36 s
@@ -84,3 +86,29 @@ def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(t
     assert "per serial cell" in report and "timm/a" not in report.split("per serial cell")[1]
     table = report.split("per serial cell")[1]
     assert "a default" in table and "1.10 (11.00/10.00)" in table
+
+
+def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
+    """Both phases on CPU (two tiny timm models, the eager backend), then the report; with
+    --db each phase is also a run in a zoo-matrix database."""
+    common = ["--out", str(tmp_path), "--models", "test_resnet,test_vit", "--backends", "eager"]
+    common += ["--db", str(tmp_path / "zoo.duckdb")]
+
+    assert "serial: 2 cells in" in _benchmark("--phase", "serial", "--limit-s", "300", *common)
+    out = _benchmark("--phase", "parallel", "--workers", "2", *common)
+    assert "parallel: 2 cells in" in out and "cores" in out and "lock of the host held" in out
+    record = json.loads((tmp_path / "parallel.json").read_text())
+    assert record["usage"]["workers"] == 2 and record["usage"]["lock_held_s"]["cpu"]["timing"] > 0
+    assert all(cell["eager_fastest_ms"] <= cell["eager_ms"] for cell in record["cells"])
+
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
+    assert "parallel: " in report and "x the serial cells/hour" in report
+    assert "against serial: status differences: 0" in report
+
+    runs = rows(tmp_path / "zoo.duckdb", "SELECT * FROM runs ORDER BY label")
+    assert [(r["label"], r["status"], r["cells_recorded"]) for r in runs] == [
+        ("throughput-parallel", "finished", 2),
+        ("throughput-serial", "finished", 2),
+    ]
+    results = rows(tmp_path / "zoo.duckdb")
+    assert len(results) == 4 and {r["status"] for r in results} == {"pass"}
