@@ -73,7 +73,7 @@ def _run_phase(args) -> None:
     slots = [gpu for gpu in gpus for _ in range(args.slots_per_gpu)]
     name = _phase_name(args, len(gpus))
     path = args.out / f"{name}.json"
-    results = []
+    records = []  # one per cell, as it finishes
     started = time.monotonic()
     meter = usage.CpuMeter()
     interrupted = False
@@ -83,7 +83,7 @@ def _run_phase(args) -> None:
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
         if result is not None:
-            results.append(result)
+            records.append(_cell_record(result))
             if store is not None:
                 store.write_results(run_id, [result])
         phase = {
@@ -96,23 +96,7 @@ def _run_phase(args) -> None:
             "interrupted": interrupted,
             # What bounded the phase (runner.usage): cores busy, each GPU lock's holds.
             "usage": used.to_dict() if used else None,
-            "cells": [
-                {
-                    "key": r.cell_key,
-                    "model": r.model_id,
-                    "mode": r.mode,
-                    "status": r.status,
-                    "speedup": r.speedup,
-                    "eager_ms": r.eager_ms,
-                    "compiled_ms": r.compiled_ms,
-                    "eager_fastest_ms": min(r.eager_samples_ms or [0]) or None,
-                    "compiled_fastest_ms": min(r.compiled_samples_ms or [0]) or None,
-                    "disturbance": _disturbance(r),
-                    "compile_s": r.compile_s,
-                    "wall_s": r.wall_s,
-                }
-                for r in results
-            ],
+            "cells": records,
         }
         path.write_text(json.dumps(phase, indent=1))
 
@@ -143,10 +127,10 @@ def _run_phase(args) -> None:
         used = usage.measure(Path(workdir), meter, workers, len(todo))
     record()
     if store is not None:
-        store.finish_run(run_id, "interrupted" if interrupted else "finished", len(results))
+        store.finish_run(run_id, "interrupted" if interrupted else "finished", len(records))
     elapsed = time.monotonic() - started
     note = " (interrupted)" if interrupted else ""
-    print(f"{args.phase}: {len(results)} cells in {elapsed:.0f} s{note} -> {path}")
+    print(f"{args.phase}: {len(records)} cells in {elapsed:.0f} s{note} -> {path}")
     print(used.summary())
 
 
@@ -287,18 +271,34 @@ def _fastest_speedup(cell: dict) -> float | None:
     return eager / compiled if eager and compiled else None
 
 
-def _disturbance(result) -> float | None:
-    """How far the cell's slower-to-settle side sits above its fastest sample: a median
-    over its fastest (about 1.01 on a quiet GPU and host)."""
+def _cell_record(result) -> dict:
+    """What the phase's record keeps of a cell's result."""
+    eager_fastest = min(result.eager_samples_ms or [0]) or None
+    compiled_fastest = min(result.compiled_samples_ms or [0]) or None
+    # How far the cell's slower-to-settle side sits above its fastest sample: a median
+    # over its fastest (about 1.01 on a quiet GPU and host).
     ratios = [
-        median / min(samples)
-        for median, samples in (
-            (result.eager_ms, result.eager_samples_ms),
-            (result.compiled_ms, result.compiled_samples_ms),
+        median / fastest
+        for median, fastest in (
+            (result.eager_ms, eager_fastest),
+            (result.compiled_ms, compiled_fastest),
         )
-        if median and samples and min(samples) > 0
+        if median and fastest and fastest > 0
     ]
-    return max(ratios) if ratios else None
+    return {
+        "key": result.cell_key,
+        "model": result.model_id,
+        "mode": result.mode,
+        "status": result.status,
+        "speedup": result.speedup,
+        "eager_ms": result.eager_ms,
+        "compiled_ms": result.compiled_ms,
+        "eager_fastest_ms": eager_fastest,
+        "compiled_fastest_ms": compiled_fastest,
+        "disturbance": max(ratios) if ratios else None,
+        "compile_s": result.compile_s,
+        "wall_s": result.wall_s,
+    }
 
 
 def _timing_quality(phase: dict) -> str:

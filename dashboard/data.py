@@ -154,9 +154,10 @@ def _combine(con: duckdb.DuckDBPyConnection, table: str, parts: list[str]) -> No
         from runner.store import empty_table_sql
 
         con.execute(empty_table_sql(table))
-        if table == "results":  # the columns the loader adds (_LEAN)
-            con.execute("ALTER TABLE results ADD COLUMN eager_fastest_ms DOUBLE")
-            con.execute("ALTER TABLE results ADD COLUMN compiled_fastest_ms DOUBLE")
+        if table in _LEAN:  # the same projection as every source gets: the same columns
+            con.execute(f"ALTER TABLE {table} RENAME TO empty_{table}")
+            con.execute(f"CREATE TABLE {table} AS SELECT *{_LEAN[table]} FROM empty_{table}")
+            con.execute(f"DROP TABLE empty_{table}")
         return
     union = " UNION ALL BY NAME ".join(f"SELECT * FROM {part}" for part in parts)
     # Usually no row is there twice: then skip the window over every row (0.8 of the 1.3 s
