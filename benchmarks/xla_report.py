@@ -45,29 +45,8 @@ def _cells(args):
         params,
     )
     names = [d[0] for d in cursor.description]
-    cells = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
-    fastest = _fastest_eager_samples(runs_dir, args.db)
-    for cell in cells:
-        cell["eager_fastest_ms"] = fastest.get(cell["result_id"])
-    return cells
-
-
-def _fastest_eager_samples(runs_dir: Path | None, db: str | None) -> dict[str, float]:
-    """result_id -> the fastest eager sample (the dashboard's loader leaves the raw
-    samples out)."""
-    import duckdb
-
-    con = duckdb.connect()
-    query = "SELECT result_id, list_min(eager_samples_ms) FROM {}"
-    fastest: dict[str, float] = {}
-    shards = sorted(runs_dir.glob("*/results.parquet")) if runs_dir else []
-    if shards:
-        source = f"read_parquet({[str(p) for p in shards]}, union_by_name=true)"
-        fastest.update(con.execute(query.format(source)).fetchall())
-    if db:
-        con.execute("ATTACH ? AS sweep (READ_ONLY)", [db])
-        fastest.update(con.execute(query.format("sweep.results")).fetchall())
-    return {k: v for k, v in fastest.items() if v}
+    # Each row carries eager_fastest_ms: the loader keeps the fastest sample of each side.
+    return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
 def _route(cell) -> str:
