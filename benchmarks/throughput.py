@@ -60,6 +60,38 @@ def _cells(args):
     return cells, env, device
 
 
+class _PhaseClock:
+    """Each cell's seconds in each phase its worker reported: ``starting`` from its
+    submission until the worker reports (a fresh worker imports torch meanwhile),
+    ``waiting for the GPU`` while it waits for its GPU's lock, then the measurement's
+    steps (build, reference, eager, compile, accuracy, timing, memory, probe, breaks).
+    Phases are seen when the runner polls (every 50 ms): a shorter one counts in the
+    phase before it."""
+
+    def __init__(self) -> None:
+        self._cells: dict[str, tuple[str, float, dict[str, float]]] = {}
+
+    def start(self, cell) -> None:
+        self._cells[cell.key] = ("starting", time.monotonic(), {})
+
+    def phase(self, cell, phase: str) -> None:
+        if cell.key in self._cells:
+            self._cells[cell.key] = (phase, *self._close(cell.key))
+
+    def finish(self, key: str) -> dict[str, float]:
+        if key not in self._cells:
+            return {}
+        _, totals = self._close(key)
+        del self._cells[key]
+        return {phase: round(seconds, 2) for phase, seconds in totals.items()}
+
+    def _close(self, key: str) -> tuple[float, dict[str, float]]:
+        phase, since, totals = self._cells[key]
+        now = time.monotonic()
+        totals[phase] = totals.get(phase, 0.0) + now - since
+        return now, totals
+
+
 def _run_phase(args) -> None:
     from runner import env as environment
     from runner import usage
@@ -74,6 +106,7 @@ def _run_phase(args) -> None:
     name = _phase_name(args, len(gpus))
     path = args.out / f"{name}.json"
     records = []  # one per cell, as it finishes
+    clock = _PhaseClock()
     started = time.monotonic()
     meter = usage.CpuMeter()
     interrupted = False
@@ -83,7 +116,7 @@ def _run_phase(args) -> None:
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
         if result is not None:
-            records.append(_cell_record(result))
+            records.append({**_cell_record(result), "phase_s": clock.finish(result.cell_key)})
             if store is not None:
                 store.write_results(run_id, [result])
         phase = {
@@ -108,7 +141,7 @@ def _run_phase(args) -> None:
                     if time.monotonic() - started > args.limit_s:
                         break
                     Executor(Path(workdir), workers=1, reuse_workers=False).run(
-                        [cell], on_result=record
+                        [cell], on_result=record, on_start=clock.start, on_phase=clock.phase
                     )
             else:
                 keep = None if args.all_cells else _serial_keys(args.out)
@@ -119,7 +152,7 @@ def _run_phase(args) -> None:
                     gpus=slots,
                     timing_cpus_per_gpu=args.timing_cpus,
                     quiet_timing=args.quiet_timing,
-                ).run(todo, on_result=record)
+                ).run(todo, on_result=record, on_start=clock.start, on_phase=clock.phase)
         except (Interrupted, KeyboardInterrupt):
             # The cells in flight are lost: the rate of an interrupted phase reads low.
             interrupted = True
@@ -218,7 +251,30 @@ def _report(out: Path) -> None:
         _agreement(phase, serial, "serial")
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
+    _phase_table(phases)
     _cell_table(serial, phases)
+
+
+def _phase_table(phases: tuple[dict, ...]) -> None:
+    """Where a worker's time went: seconds per cell in each phase, mean over the cells
+    (a phase that waits for the GPU or takes longer than serially points at what bounds
+    the rate: the lock, or the cores shared by compiling workers)."""
+    timed = [p for p in phases if any(c.get("phase_s") for c in p["cells"])]
+    if not timed:
+        return
+    names: list[str] = []
+    for phase in timed:
+        for cell in phase["cells"]:
+            names += [n for n in cell.get("phase_s") or {} if n not in names]
+    print("\nworker seconds per cell in each step (mean over the phase's cells)")
+    print(f"{'step':22} " + " ".join(f"{p['phase'][:24]:>24}" for p in timed))
+    for name in [*names, "all"]:
+        row = []
+        for phase in timed:
+            cells = [c["phase_s"] for c in phase["cells"] if c.get("phase_s")]
+            total = sum(sum(c.values()) if name == "all" else c.get(name, 0.0) for c in cells)
+            row.append(f"{total / len(cells):24.1f}")
+        print(f"{name[:22]:22} " + " ".join(row))
 
 
 def _cell_table(serial: dict, phases: tuple[dict, ...]) -> None:

@@ -100,10 +100,23 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     record = json.loads((tmp_path / "parallel.json").read_text())
     assert record["usage"]["workers"] == 2 and record["usage"]["lock_held_s"]["cpu"]["timing"] > 0
     assert all(cell["eager_fastest_ms"] <= cell["eager_ms"] for cell in record["cells"])
+    # Where each cell's worker time went, step by step: after its worker started, about
+    # the wall time the worker measured.
+    for cell in record["cells"]:
+        steps = cell["phase_s"]
+        assert {"build", "compile", "timing"} <= set(steps) and steps["timing"] > 0
+        measured = sum(steps.values()) - steps.get("starting", 0.0)
+        assert abs(measured - cell["wall_s"]) < 0.5 + 0.1 * cell["wall_s"]
+    serial_steps = json.loads((tmp_path / "serial.json").read_text())["cells"][0]["phase_s"]
+    assert serial_steps["starting"] > 1.0  # a fresh process imports torch for every cell
 
     report = _benchmark("--phase", "report", "--out", str(tmp_path))
     assert "parallel: " in report and "x the serial cells/hour" in report
     assert "against serial: status differences: 0" in report
+    table = report.split("worker seconds per cell in each step")[1].split("\n\n")[0]
+    header, *steps = table.splitlines()[1:]
+    assert header.split() == ["step", "serial", "parallel"]
+    assert steps[0].startswith("starting") and steps[-1].startswith("all") and len(steps) > 4
 
     runs = rows(tmp_path / "zoo.duckdb", "SELECT * FROM runs ORDER BY label")
     assert [(r["label"], r["status"], r["cells_recorded"]) for r in runs] == [
