@@ -1,4 +1,4 @@
-"""One lock per GPU, held while a worker runs kernels whose time is measured.
+"""One lock per GPU, held while a worker runs kernels on it.
 
 Compiling is CPU-bound and may overlap; timing needs the GPU alone. Workers on one
 host share a lock file per GPU, keyed by the GPU's UUID (two workers pinned to one GPU
@@ -6,13 +6,20 @@ share one lock), and ``flock`` releases it when a holder dies, so a crashed work
 never wedge the sweep. The lock is re-entrant within a process: Inductor's kernel
 benchmarking during max-autotune takes it too, possibly while it is already held.
 
-Two kinds of holders: timing (a cell's timed calls and peak memory) and tuning
-(autotuners that run kernels while compiling: Inductor's benchmarking, XLA's compile).
-Timing goes first: a process waiting to time leaves a marker file (flocked, so a dead
-waiter's marker is recognized as stale), and a tuner that gets the lock while a live
-marker exists gives it back and tries again. Otherwise a cell that has compiled waits
-behind every other cell's compile (on an XLA sweep of 8 workers: no cell finished in
-4.6 minutes).
+Three kinds of holders, by rank:
+- timing (a cell's timed calls), exclusive;
+- tuning (autotuners that time kernels while compiling: Inductor's benchmarking, XLA's
+  compile), exclusive;
+- untimed (GPU work that is not timed but must not run beside a neighbour's timing or
+  tuning: the fp64 reference, the eager outputs, the peak-memory pass), shared: such
+  holds run beside each other. On one H200 with 12 workers, when every hold was
+  exclusive, the lock was held 94% of the run and bounded it (docs/PERFORMANCE.md).
+A holder gives the lock back to a waiter of higher rank: a process waiting to time or
+tune leaves a marker file (flocked, so a dead waiter's marker is recognized as stale),
+and a lower-ranked process that gets the lock while such a marker lives gives it back
+and tries again. Otherwise a cell that has compiled waits behind every other cell's
+compile (on an XLA sweep of 8 workers: no cell finished in 4.6 minutes), and a timer
+behind a stream of overlapping shared holds.
 
 With ``timing_cpus``, the thread holding the lock also moves onto cores that no
 compiling worker runs on (the executor keeps them free), so the host side of a timed
@@ -35,12 +42,17 @@ from runner.usage import HoldLog
 
 DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "zoo-matrix-locks"
 WAITING_PHASE = "waiting for the GPU"
-# How long a tuner that gave the lock back to a waiting timer sleeps before trying again.
-TUNER_BACKOFF_S = 0.05
+# The kinds of hold, by rank: a hold gives the lock back to a waiter of a higher rank.
+TIMING, TUNING, UNTIMED = "timing", "tuning", "untimed"
+_RANK = {UNTIMED: 0, TUNING: 1, TIMING: 2}
+# How long a holder that gave the lock back to a waiter of higher rank sleeps before
+# trying again.
+YIELD_BACKOFF_S = 0.05
 
 
 class GpuLock:
-    """A re-entrant, cross-process exclusive lock for one GPU (or one CPU host)."""
+    """A re-entrant, cross-process lock for one GPU (or one CPU host): exclusive for timing
+    and tuning, shared for untimed work."""
 
     def __init__(
         self,
@@ -54,10 +66,9 @@ class GpuLock:
         """``on_wait`` runs when another process holds the lock and this one starts to
         wait; ``on_acquired`` when it then gets it (the parent pauses the cell's clock
         in between: waiting for the GPU is not the cell's time). ``holds_log`` gets a
-        line per outermost hold (``runner.usage``: what bounds a sweep)."""
+        line per stretch held in one mode (``runner.usage``: what bounds a sweep)."""
         self.key = key
         self.holds_log = holds_log
-        self._hold: tuple[str, float] | None = None
         self.on_wait = on_wait
         self.on_acquired = on_acquired
         self.timing_cpus = timing_cpus
@@ -65,97 +76,137 @@ class GpuLock:
         lock_dir.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
         self.path = lock_dir / f"{safe}.lock"
-        self.waiters_dir = lock_dir / f"{safe}.timing-waiters"
+        self.waiters_dir = lock_dir / f"{safe}.waiters"
         self._fd: int | None = None
-        self._depth = 0
+        # The kinds of the holds this process is inside, outermost first, and the
+        # stretch held in the present mode (kind, since): logged when the mode changes.
+        self._kinds: list[str] = []
+        self._stretch: tuple[str, float] | None = None
         self._mutex = threading.RLock()
 
     @contextlib.contextmanager
-    def held(self, tuning: bool = False) -> Iterator[None]:
-        """Hold the lock for the block; ``tuning`` yields it to any process waiting to
-        time (see the module's docstring)."""
+    def held(self, kind: str = TIMING) -> Iterator[None]:
+        """Hold the lock for the block as ``kind`` (see the module's docstring). Inside an
+        exclusive hold any hold is free; an exclusive one inside an untimed hold turns
+        the shared hold exclusive for its block."""
+        if kind not in _RANK:
+            raise ValueError(f"unknown kind of hold {kind!r}: one of {', '.join(_RANK)}")
         with self._mutex:
-            if self._depth == 0:
-                self._fd = self._acquire_tuning() if tuning else self._acquire_timing()
-                self._hold = ("tuning" if tuning else "timing", time.time())
+            outer = self._mode()
+            if outer is None:
+                self._fd = self._open()
+                self._acquire(kind)
+                self._begin(kind)
                 if self.timing_cpus:
                     # Linux applies this to the calling thread: the one that launches.
                     self._saved_cpus = os.sched_getaffinity(0)
                     os.sched_setaffinity(0, self.timing_cpus)
-            self._depth += 1
+            elif outer == UNTIMED and kind != UNTIMED:
+                self._end()
+                self._acquire(kind)  # flock converts the shared lock (not atomically)
+                self._begin(kind)
+            self._kinds.append(kind)
             try:
                 yield
             finally:
-                self._depth -= 1
-                if self._depth == 0 and self._fd is not None:
-                    if self._saved_cpus is not None:
-                        # Every thread, not just this one: threads started while it
-                        # held the lock (XLA's compile and execution threads, an OpenMP
-                        # pool) inherited the timing cores, and left there they would
-                        # share them with the next holder's timing.
-                        move_threads(self._saved_cpus)
-                        self._saved_cpus = None
-                    fcntl.flock(self._fd, fcntl.LOCK_UN)
-                    os.close(self._fd)
-                    self._fd = None
-                    if self.holds_log is not None and self._hold is not None:
-                        kind, start = self._hold
-                        self.holds_log.record(self.key, kind, start, time.time())
+                self._kinds.pop()
+                if not self._kinds:
+                    self._release()
+                elif self._mode() == UNTIMED and kind != UNTIMED and outer == UNTIMED:
+                    self._end()
+                    fcntl.flock(self._fd, fcntl.LOCK_SH)
+                    self._begin(UNTIMED)
+
+    def _mode(self) -> str | None:
+        """The kind this process holds the lock as: its first exclusive hold, else
+        untimed; None when it holds none."""
+        exclusive = [kind for kind in self._kinds if kind != UNTIMED]
+        return exclusive[0] if exclusive else (self._kinds[0] if self._kinds else None)
+
+    def _begin(self, kind: str) -> None:
+        self._stretch = (kind, time.time())
+
+    def _end(self) -> None:
+        if self.holds_log is not None and self._stretch is not None:
+            kind, start = self._stretch
+            self.holds_log.record(self.key, kind, start, time.time())
+        self._stretch = None
+
+    def _release(self) -> None:
+        if self._saved_cpus is not None:
+            # Every thread, not just this one: threads started while it held the lock
+            # (XLA's compile and execution threads, an OpenMP pool) inherited the timing
+            # cores, and left there they would share them with the next holder's timing.
+            move_threads(self._saved_cpus)
+            self._saved_cpus = None
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+        self._end()
 
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
 
-    def _acquire_timing(self) -> int:
-        fd = self._open()
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except BlockingIOError:
-            pass
-        self.on_wait()
-        self.waiters_dir.mkdir(exist_ok=True)
-        # Flocked before it gets its name, so no tuner can take it for a dead one's.
-        name = f"{os.getpid()}-{threading.get_ident()}"
-        marker = self.waiters_dir / f"{name}.wait"
-        unnamed = self.waiters_dir / f"{name}.new"
-        marker_fd = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o666)
-        try:
-            fcntl.flock(marker_fd, fcntl.LOCK_EX)
-            os.rename(unnamed, marker)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                marker.unlink()
-            os.close(marker_fd)
-        self.on_acquired()
-        return fd
-
-    def _acquire_tuning(self) -> int:
-        fd = self._open()
+    def _acquire(self, kind: str) -> None:
+        """Take ``self._fd``'s lock as ``kind``: timing waits its turn, announced by a
+        marker; tuning and untimed work give the lock back while someone of a higher
+        rank waits, and try again."""
+        assert self._fd is not None
+        fd = self._fd
+        operation = fcntl.LOCK_SH if kind == UNTIMED else fcntl.LOCK_EX
+        yields_to = [k for k, rank in _RANK.items() if rank > _RANK[kind]]
         waited = False
         while True:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(fd, operation | fcntl.LOCK_NB)
             except BlockingIOError:
                 if not waited:
                     self.on_wait()
                     waited = True
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if not self.timing_waiters():
+                if kind == UNTIMED:
+                    fcntl.flock(fd, operation)  # nobody yields to untimed work: no marker
+                else:
+                    with self._waiting_marker(kind):
+                        fcntl.flock(fd, operation)
+            if not yields_to or not self.waiters(*yields_to):
                 break
             fcntl.flock(fd, fcntl.LOCK_UN)
             if not waited:
                 self.on_wait()
                 waited = True
-            time.sleep(TUNER_BACKOFF_S)
+            time.sleep(YIELD_BACKOFF_S)
         if waited:
             self.on_acquired()
-        return fd
 
-    def timing_waiters(self) -> int:
-        """Processes waiting to time now; markers of dead waiters are removed."""
+    @contextlib.contextmanager
+    def _waiting_marker(self, kind: str) -> Iterator[None]:
+        """A file in the waiters' folder while this process waits to hold as ``kind``,
+        flocked, so that a dead waiter's marker is known for one (and removed)."""
+        self.waiters_dir.mkdir(exist_ok=True)
+        # Flocked before it gets its name, so nobody takes it for a dead one's.
+        name = f"{os.getpid()}-{threading.get_ident()}"
+        marker = self.waiters_dir / f"{name}.{kind}"
+        unnamed = self.waiters_dir / f"{name}.new"
+        marker_fd = os.open(unnamed, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(marker_fd, fcntl.LOCK_EX)
+            os.rename(unnamed, marker)
+            yield
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                marker.unlink()
+            os.close(marker_fd)
+
+    def waiters(self, *kinds: str) -> int:
+        """Processes waiting now to hold as one of ``kinds``; markers of dead waiters
+        are removed."""
         live = 0
-        for marker in self.waiters_dir.glob("*.wait") if self.waiters_dir.is_dir() else ():
+        if not self.waiters_dir.is_dir():
+            return 0
+        for marker in self.waiters_dir.iterdir():
+            if marker.suffix[1:] not in kinds:
+                continue
             try:
                 fd = os.open(marker, os.O_RDWR)
             except FileNotFoundError:
@@ -183,7 +234,7 @@ def guard_inductor_benchmarking(lock: GpuLock) -> None:
             continue
 
         def guarded(self, *args, _original=method, **kwargs):
-            with lock.held(tuning=True):
+            with lock.held(TUNING):
                 return _original(self, *args, **kwargs)
 
         guarded._zoo_guarded = True

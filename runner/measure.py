@@ -21,7 +21,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +31,7 @@ from torch._dynamo.utils import counters
 
 from runner.config import NO_MODE, Cell
 from runner.failure import classify, headline, signature, traceback_tail
+from runner.gpu_lock import TIMING, UNTIMED
 from runner.result import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult, GraphBreak
 
 MESSAGE_CHARS = 2000
@@ -77,7 +78,7 @@ def _ignore_phase(phase: str) -> None:
     pass
 
 
-def no_gate(tuning: bool = False) -> contextlib.AbstractContextManager[Any]:
+def no_gate(kind: str = TIMING) -> contextlib.AbstractContextManager[Any]:
     """The timing gate where there is no lock: nothing to wait for."""
     return contextlib.nullcontext()
 
@@ -93,9 +94,9 @@ def measure_cell(
     """Measure ``cell`` and return its result; a model failure never raises.
 
     ``report_phase(name)`` is called as each step starts. ``timing_gate()`` is entered
-    around the steps that time kernels (timing, memory) and never around compiling;
-    ``timing_gate(tuning=True)`` around compilers that time kernels themselves (XLA's
-    autotuning compile), which yield to timing (``GpuLock.held``).
+    around the timed calls and never around compiling; ``timing_gate(TUNING)`` around
+    compilers that time kernels themselves (XLA's autotuning compile), which yield to
+    timing; ``timing_gate(UNTIMED)`` around untimed GPU work (``GpuLock.held``).
     ``model`` and ``inputs_fn(batch_size, device, seq_len)`` replace ``cell.spec.build``
     and ``cell.spec.example_inputs``.
     """
@@ -200,7 +201,7 @@ class Measurement:
             self.compile_and_check_accuracy()
             with self.timing_gate():
                 self.time_eager_and_compiled()
-                self.measure_peak_memory()
+            self.measure_peak_memory()
             self.probe_shape_change()
             self.record_recompiles()
             self.record_graph_breaks()
@@ -275,11 +276,18 @@ class Measurement:
         compiled = self.first_compiled_outputs(eager_once_s)
         self.check_accuracy(fp64_ref, eager, compiled)
 
-    def gpu_work(self) -> contextlib.AbstractContextManager[Any]:
+    @contextlib.contextmanager
+    def gpu_work(self) -> Iterator[None]:
         """Around untimed steps that run the model on the GPU (the fp64 reference, the
-        eager outputs): they hold the GPU's lock as tuners do, yielding to timing, so
-        that no neighbour's timed calls share the GPU with them."""
-        return self.timing_gate(tuning=True)
+        eager outputs, the peak-memory pass): a shared hold of the GPU's lock, so that
+        they run beside each other but never beside a neighbour's timing or tuning.
+        Python's garbage is collected before and after, outside the hold: a collection
+        takes 0.1-0.2 s of CPU in a process that has compiled, which the lock should
+        not be held for."""
+        gc.collect()
+        with self.timing_gate(UNTIMED):
+            yield
+        gc.collect()
 
     def reference_outputs(self) -> list[torch.Tensor]:
         self.enter("reference")
@@ -301,7 +309,7 @@ class Measurement:
         tensors = [*self.model.parameters(), *self.model.buffers()]
         fp64_bytes = 8 * sum(t.numel() for t in tensors if t.is_floating_point())
         if self.on_cuda:
-            _free_device_memory()
+            _release_cached_memory()  # garbage was collected before the hold
             free_bytes, _ = torch.cuda.mem_get_info(self.device)
             return fp64_bytes <= FP64_REF_CUDA_FREE_FRACTION * free_bytes
         return fp64_bytes <= FP64_REF_CPU_BYTES
@@ -314,7 +322,7 @@ class Measurement:
             return _host_tensors(model(*inputs))
         finally:
             del model, inputs
-            _free_device_memory()
+            _release_cached_memory()  # any cycles of the copy: collected after the hold
 
     def eager_outputs(self) -> tuple[list[torch.Tensor], float]:
         self.enter("eager")
@@ -404,7 +412,7 @@ class Measurement:
         if not self.on_cuda:
             return
         self.enter("memory")
-        with self.precision():
+        with self.gpu_work(), self.precision():
             eager_alloc, eager_reserved = self.peak_memory_mb(self.run_eager)
             compiled_alloc, compiled_reserved = self.peak_memory_mb(self.run_compiled)
         self.result.eager_peak_alloc_mb = eager_alloc
@@ -414,7 +422,7 @@ class Measurement:
         self.result.memory_ratio = compiled_alloc / eager_alloc if eager_alloc else None
 
     def peak_memory_mb(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        _free_device_memory()
+        _release_cached_memory()  # garbage was collected before the hold
         torch.cuda.reset_peak_memory_stats(self.device)
         fn()
         self.sync()
@@ -834,6 +842,10 @@ def _tf32_disabled(on_cuda: bool):
 
 def _free_device_memory() -> None:
     gc.collect()
+    _release_cached_memory()
+
+
+def _release_cached_memory() -> None:
     if torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 

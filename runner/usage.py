@@ -1,7 +1,8 @@
 """What bounds a sweep: how busy its cores were, and how long each GPU's lock was held.
 
 A parallel sweep is limited by one of two things: the cores (building and compiling cells
-is CPU work) or the GPU lock (each cell's timing, and autotuning, has its GPU alone).
+is CPU work) or the GPU lock (each cell's timing, and autotuning, has its GPU alone;
+untimed GPU work shares it only with untimed work).
 Each worker appends the lock holds it made to a log of its own (``HoldLog``); the
 executor sums them per GPU and reads the cores' busy time from ``/proc/stat`` over the
 run (``CpuMeter``). ``Usage.bound`` says which of the two was saturated, if either.
@@ -36,20 +37,36 @@ class HoldLog:
 
 
 def read_holds(directory: Path, since: float = 0.0) -> dict[str, dict[str, float]]:
-    """Seconds each lock was held, per key and kind ("timing", "tuning"), from every
-    hold log in ``directory``, counting from ``since`` (wall clock: time.time())."""
-    held: dict[str, dict[str, float]] = {}
+    """Seconds each lock was held, per key and kind ("timing", "tuning", "untimed"), from
+    every hold log in ``directory``, counting from ``since`` (wall clock: time.time()).
+    Untimed holds are shared and overlap: a kind's seconds are those during which at
+    least one hold of it was on (exclusive holds never overlap, so for them this is
+    their sum)."""
+    spans: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for path in sorted(directory.glob(HOLDS_GLOB)):
         for line in path.read_text().splitlines():
             parts = line.split()
             if len(parts) != 4:
                 continue  # a line cut by a kill mid-write
             key, kind, start, end = parts
-            held_s = float(end) - max(float(start), since)
-            if held_s > 0:
-                kinds = held.setdefault(key, {})
-                kinds[kind] = kinds.get(kind, 0.0) + held_s
-    return held
+            begin, finish = max(float(start), since), float(end)
+            if finish > begin:
+                spans.setdefault(key, {}).setdefault(kind, []).append((begin, finish))
+    return {
+        key: {kind: _covered_s(intervals) for kind, intervals in kinds.items()}
+        for key, kinds in spans.items()
+    }
+
+
+def _covered_s(intervals: list[tuple[float, float]]) -> float:
+    """Seconds covered by the union of ``intervals``."""
+    covered = 0.0
+    reached = float("-inf")
+    for start, end in sorted(intervals):
+        if end > reached:
+            covered += end - max(start, reached)
+            reached = end
+    return covered
 
 
 def _cpu_times(cpus: frozenset[int]) -> tuple[float, float, float] | None:
@@ -106,6 +123,9 @@ class Usage:
     lock_held_s: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def lock_busy(self, key: str) -> float:
+        """The share of the run during which the lock of ``key`` was held in some mode:
+        a process waiting to time would have waited (exclusive and shared holds never
+        overlap, so the kinds add up)."""
         return (
             sum(self.lock_held_s.get(key, {}).values()) / self.elapsed_s if self.elapsed_s else 0.0
         )

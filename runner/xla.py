@@ -34,7 +34,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from runner import eager_baseline
 from runner.config import Cell
-from runner.gpu_lock import format_cpus
+from runner.gpu_lock import TUNING, format_cpus
 from runner.measure import (
     AUTOCAST_DTYPES,
     MB,
@@ -244,7 +244,7 @@ class XlaMeasurement(Measurement):
         # (neighbours would skew its choices, and its kernels their timings); the wait
         # for the lock is not compile time.
         waiting = time.perf_counter()
-        with self.timing_gate(tuning=True):
+        with self.timing_gate(TUNING):
             waited_s = time.perf_counter() - waiting
             self.executable = lowered.compile()
             self.step = "compiled_run"
@@ -260,7 +260,7 @@ class XlaMeasurement(Measurement):
 
     def probe_shape_change(self) -> None:
         # A new shape is a new XLA compile, autotuning included: under the lock too.
-        with self.timing_gate(tuning=True):
+        with self.timing_gate(TUNING):
             super().probe_shape_change()
 
     def export_dynamic_shapes(self) -> dict[str, Any] | None:

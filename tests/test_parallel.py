@@ -19,7 +19,7 @@ import pytest
 
 from runner.config import Cell, CellConfig
 from runner.execute import STOPPED, WAITING_FOR_GPU, Executor, _Running
-from runner.gpu_lock import GpuLock, split_cpus
+from runner.gpu_lock import TIMING, TUNING, UNTIMED, GpuLock, split_cpus
 from runner.plan import PlanOptions, plan_cells
 from runner.usage import HoldLog, Usage, read_holds
 from zoo.catalog import select
@@ -32,7 +32,7 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         f"""
         import json, sys, time
         from pathlib import Path
-        from runner.gpu_lock import GpuLock, split_cpus
+        from runner.gpu_lock import TIMING, TUNING, UNTIMED, GpuLock, split_cpus
         lock = GpuLock("GPU-test", Path({str(tmp_path)!r}))
         with lock.held():
             with lock.held():  # re-entrant: Inductor's benchmarking inside our timing
@@ -49,6 +49,82 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
     spans = sorted(json.loads(p.communicate(timeout=60)[0]) for p in procs)
     for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, spans  # no two holders at once
+
+
+def test_untimed_holds_share_the_lock_with_each_other_and_with_nothing_else(tmp_path):
+    """Untimed GPU work (references, eager outputs, memory passes) of several processes
+    runs at once; timing and tuning never beside it."""
+    script = textwrap.dedent(
+        f"""
+        import json, sys, time
+        from pathlib import Path
+        from runner.gpu_lock import GpuLock
+        lock = GpuLock("GPU-shared", Path({str(tmp_path)!r}))
+        print("start", flush=True)
+        with lock.held(sys.argv[1]):
+            start = time.time()
+            time.sleep(1.0)
+            end = time.time()
+        print(json.dumps([sys.argv[1], start, end]), flush=True)
+        """
+    )
+    kinds = [UNTIMED, UNTIMED, UNTIMED, TIMING, TUNING]
+    procs = []
+    for kind in kinds:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", script, kind], stdout=subprocess.PIPE, text=True
+        )
+        assert proc.stdout.readline().strip() == "start"
+        procs.append(proc)
+    spans = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    untimed = [(start, end) for kind, start, end in spans if kind == UNTIMED]
+    # At least two untimed holds overlapped (all three started within a second).
+    assert any(
+        a_start < b_end and b_start < a_end
+        for (a_start, a_end), (b_start, b_end) in itertools.combinations(untimed, 2)
+    ), spans
+    for (kind, start, end), (other, other_start, other_end) in itertools.combinations(spans, 2):
+        if (kind, other) != (UNTIMED, UNTIMED):
+            assert other_start >= end or other_end <= start, spans  # never beside another
+
+
+def test_an_exclusive_hold_inside_an_untimed_one_excludes_the_others_for_its_block(tmp_path):
+    """Inductor's benchmarking (tuning) may run inside untimed work: the shared hold
+    turns exclusive for that block and shared again after it; each stretch is logged."""
+    log = HoldLog(tmp_path / "holds-worker-1.log")
+    lock = GpuLock("GPU-up", tmp_path, holds_log=log)
+
+    def others_can_take(operation: int) -> bool:
+        fd = os.open(lock.path, os.O_RDWR)
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            return False
+        finally:
+            os.close(fd)
+
+    with lock.held(UNTIMED):
+        assert others_can_take(fcntl.LOCK_SH) and not others_can_take(fcntl.LOCK_EX)
+        with lock.held(TUNING), lock.held(UNTIMED):
+            assert not others_can_take(fcntl.LOCK_SH)
+        assert others_can_take(fcntl.LOCK_SH) and not others_can_take(fcntl.LOCK_EX)
+    assert others_can_take(fcntl.LOCK_EX)
+    kinds = [line.split()[1] for line in log.path.read_text().splitlines()]
+    assert kinds == [UNTIMED, TUNING, UNTIMED]
+    with pytest.raises(ValueError, match="unknown kind of hold 'timed'"), lock.held("timed"):
+        pass
+
+
+def test_shared_holds_count_once_where_they_overlap(tmp_path):
+    HoldLog(tmp_path / "holds-worker-1.log").record("GPU-a", UNTIMED, 100.0, 103.0)
+    HoldLog(tmp_path / "holds-worker-2.log").record("GPU-a", UNTIMED, 102.0, 104.0)
+    HoldLog(tmp_path / "holds-worker-2.log").record("GPU-a", UNTIMED, 110.0, 111.0)
+    HoldLog(tmp_path / "holds-worker-3.log").record("GPU-a", TIMING, 104.0, 106.0)
+    held = read_holds(tmp_path, since=0.0)
+    assert held == {"GPU-a": {UNTIMED: pytest.approx(5.0), TIMING: pytest.approx(2.0)}}
+    used = Usage(20.0, 3, 9, 16, 0.5, 0.0, held)
+    assert used.lock_busy("GPU-a") == pytest.approx(0.35)
 
 
 def _hold_lock_elsewhere(key: str, lock_dir: Path, seconds: float) -> subprocess.Popen:
@@ -124,9 +200,9 @@ def test_lock_holds_are_logged_once_per_outermost_hold_and_summed_per_gpu(tmp_pa
     log = HoldLog(tmp_path / "holds-worker-1.log")
     lock = GpuLock("GPU-0123456789ab-cdef", tmp_path, holds_log=log)
     before = time.time()
-    with lock.held(), lock.held(tuning=True):  # re-entrant: inside the timing hold, not a hold
+    with lock.held(), lock.held(TUNING):  # re-entrant: inside the timing hold, not a hold
         time.sleep(0.2)
-    with lock.held(tuning=True):
+    with lock.held(TUNING):
         time.sleep(0.1)
     lines = log.path.read_text().splitlines()
     assert [line.split()[:2] for line in lines] == [
@@ -281,33 +357,39 @@ def test_a_worker_compiles_off_the_timing_cores_and_times_on_them(tmp_path):
     assert seen.count((cores[-1],)) >= 10  # the timed pairs: at least 5 eager + 5 compiled
 
 
-def test_a_tuner_yields_the_lock_to_a_process_waiting_to_time(tmp_path):
+@pytest.mark.parametrize(
+    ("kind", "waiting"), [(TUNING, TIMING), (UNTIMED, TIMING), (UNTIMED, TUNING)]
+)
+def test_a_holder_yields_the_lock_to_a_process_waiting_to_hold_it_with_a_higher_rank(
+    tmp_path, kind, waiting
+):
     """Autotuners (XLA's compile, Inductor's benchmarking) take the lock as tuners: while
     a live process waits to time (its marker flocked), a tuner does not keep the lock;
-    a dead waiter's marker (not flocked) is removed and blocks nothing."""
+    untimed work yields to both. A dead waiter's marker (not flocked) is removed and
+    blocks nothing."""
     import threading
 
     lock = GpuLock("GPU-prio", tmp_path)
     lock.waiters_dir.mkdir()
-    stale = lock.waiters_dir / "999999-1.wait"
+    stale = lock.waiters_dir / f"999999-1.{waiting}"
     stale.touch()
-    with lock.held(tuning=True):  # a dead waiter's marker does not hold a tuner back
+    with lock.held(kind):  # a dead waiter's marker does not hold a tuner back
         pass
     assert not stale.exists()
 
-    marker = lock.waiters_dir / "1-1.wait"
+    marker = lock.waiters_dir / f"1-1.{waiting}"
     fd = os.open(marker, os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)  # a live process waiting to time
     acquired = threading.Event()
 
     def tune():
-        with GpuLock("GPU-prio", tmp_path).held(tuning=True):
+        with GpuLock("GPU-prio", tmp_path).held(kind):
             acquired.set()
 
     tuner = threading.Thread(target=tune)
     tuner.start()
     time.sleep(0.5)
-    assert not acquired.is_set() and lock.timing_waiters() == 1
+    assert not acquired.is_set() and lock.waiters(waiting) == 1
     fcntl.flock(fd, fcntl.LOCK_UN)  # the waiter got its turn and left
     os.close(fd)
     marker.unlink()
@@ -323,7 +405,7 @@ def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path)
         from runner.gpu_lock import GpuLock
         lock = GpuLock("GPU-order", Path(sys.argv[1]))
         print("start", flush=True)
-        with lock.held(tuning=sys.argv[2] == "tune"):
+        with lock.held("tuning" if sys.argv[2] == "tune" else "timing"):
             print(json.dumps(time.time()), flush=True)
             time.sleep(0.2)
         """
