@@ -122,6 +122,7 @@ def _run_phase(args) -> None:
         phase = {
             "phase": name,
             "gpus": len(gpus),
+            "gpu_uuids": gpus,
             "gpu_slots": len(slots),
             "workers": 1 if args.phase == "serial" else args.workers,
             "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
@@ -157,7 +158,7 @@ def _run_phase(args) -> None:
             # The cells in flight are lost: the rate of an interrupted phase reads low.
             interrupted = True
         workers = 1 if args.phase == "serial" else args.workers
-        used = usage.measure(Path(workdir), meter, workers, len(todo))
+        used = usage.measure(Path(workdir), meter, workers, len(todo), _lock_wait(records))
     record()
     if store is not None:
         store.finish_run(run_id, "interrupted" if interrupted else "finished", len(records))
@@ -233,6 +234,8 @@ def _report(out: Path) -> None:
         if quality := _timing_quality(phase):
             print(f"{phase['phase']}: {quality}")
         if used := phase.get("usage"):
+            # Records written before usage kept the lock wait: from the cells' steps.
+            used = {"lock_wait": _lock_wait(phase["cells"]), **used}
             print(f"{phase['phase']}: {Usage.from_dict(used).summary()}")
     for phase in repeats:
         print(f"\n{phase['phase']}: the serial phase again (its own noise)")
@@ -249,10 +252,23 @@ def _report(out: Path) -> None:
     for phase in variants:
         print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
         _agreement(phase, serial, "serial")
+        # Calls of one session can land on different hosts of one kind, whose serial
+        # rates differ (113 and 100 cells/hour on two H200 hosts): compare like with like.
+        same = _same_gpus(phase, repeats)
+        if same is not None and not _same_gpus(phase, [serial]):
+            rate = _per_hour(phase) / _per_hour(same)
+            print(f"{phase['phase']}: {rate:.2f}x the cells/hour of {same['phase']} (its GPU)")
+            _agreement(phase, same, same["phase"])
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
     _phase_table(phases)
     _cell_table(serial, phases)
+
+
+def _same_gpus(phase: dict, candidates: list[dict]) -> dict | None:
+    """The first of ``candidates`` that ran on the same GPUs as ``phase`` (UUIDs)."""
+    uuids = phase.get("gpu_uuids")
+    return next((c for c in candidates if uuids and c.get("gpu_uuids") == uuids), None)
 
 
 def _phase_table(phases: tuple[dict, ...]) -> None:
@@ -366,6 +382,15 @@ def _timing_quality(phase: dict) -> str:
         f"timing: median over fastest sample, worse side: median {statistics.median(values):.2f}, "
         f"max {max(values):.2f}, {above} of {len(values)} cells above 1.2"
     )
+
+
+def _lock_wait(cells: list[dict]) -> float | None:
+    """The share of the cells' time (submission to result) spent waiting for a GPU lock."""
+    from runner.gpu_lock import WAITING_PHASE
+
+    steps = [cell["phase_s"] for cell in cells if cell.get("phase_s")]
+    total = sum(sum(s.values()) for s in steps)
+    return sum(s.get(WAITING_PHASE, 0.0) for s in steps) / total if total else None
 
 
 def _per_hour(phase: dict) -> float:

@@ -70,16 +70,24 @@ class _Running:
     paused_s: float = 0.0
     pause_started: float | None = None
     pause_reasons: set[str] = field(default_factory=set)
+    # Seconds paused for each reason (overlapping pauses count for each), and since when
+    # each reason in pause_reasons has held.
+    waited_s: dict[str, float] = field(default_factory=dict)
+    reason_since: dict[str, float] = field(default_factory=dict)
 
     def pause(self, now: float, reason: str) -> None:
         if not self.pause_reasons:
             self.pause_started = now
+        if reason not in self.pause_reasons:
+            self.reason_since[reason] = now
         self.pause_reasons.add(reason)
 
     def resume(self, now: float, reason: str) -> None:
         if reason not in self.pause_reasons:
             return
         self.pause_reasons.discard(reason)
+        since = self.reason_since.pop(reason)
+        self.waited_s[reason] = self.waited_s.get(reason, 0.0) + now - since
         if not self.pause_reasons and self.pause_started is not None:
             self.paused_s += now - self.pause_started
             self.pause_started = None
@@ -91,6 +99,11 @@ class _Running:
         self.paused_s = 0.0
         if self.pause_started is not None:
             self.pause_started = now
+
+    def waited(self, reason: str, now: float) -> float:
+        """Seconds paused for ``reason`` so far."""
+        ongoing = now - self.reason_since[reason] if reason in self.reason_since else 0.0
+        return self.waited_s.get(reason, 0.0) + ongoing
 
     def paused_total(self, now: float) -> float:
         pausing = now - self.pause_started if self.pause_started is not None else 0.0
@@ -234,6 +247,10 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        # Over the cells of the last run(): seconds from submission to result, and of
+        # them, seconds waiting for a GPU's lock (how much the lock held workers back).
+        self._cell_s = 0.0
+        self._lock_wait_s = 0.0
         # The cores' and GPU locks' use over the last run() (runner.usage): what bounds it.
         self.usage: usage.Usage | None = None
         self._timing_cpus: list[frozenset[int]] = []
@@ -282,6 +299,7 @@ class Executor:
         queue = deque(cells)
         planned = len(queue)
         meter = usage.CpuMeter()
+        self._cell_s = self._lock_wait_s = 0.0
         slots: list[Worker | None] = [None] * self.workers
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
@@ -290,6 +308,7 @@ class Executor:
                     if worker is not None and worker.running:
                         result = self._check(worker, on_phase)
                         if result is not None:
+                            self._account(worker)
                             worker.running = None
                             worker.cells_done += 1
                             healthy = result.status in _HEALTHY and worker.alive()
@@ -324,7 +343,15 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             signal.signal(signal.SIGTERM, previous)
-            self.usage = usage.measure(self.workdir, meter, self.workers, planned)
+            lock_wait = self._lock_wait_s / self._cell_s if self._cell_s else None
+            self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
+
+    def _account(self, worker: Worker) -> None:
+        running = worker.running
+        assert running is not None
+        now = time.monotonic()
+        self._cell_s += now - running.submitted
+        self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running

@@ -17,6 +17,11 @@ from pathlib import Path
 
 # A resource held or busy this share of the time is the bound: more workers would queue.
 SATURATED = 0.85
+# Workers that spent this share of their cells' time waiting for a GPU lock were held
+# back by it, even where the lock's held share reads lower (a short run's start, when
+# every worker compiles and none times, and its tail, when few cells are left, dilute
+# it: on one H200, 12 workers waited 47% of their time while the lock read 72% held).
+WAITED = 0.25
 HOLDS_GLOB = "holds-*.log"
 
 
@@ -121,6 +126,8 @@ class Usage:
     cpu_busy: float | None
     cpu_steal: float | None
     lock_held_s: dict[str, dict[str, float]] = field(default_factory=dict)
+    # The share of the workers' time with a cell spent waiting for a GPU lock.
+    lock_wait: float | None = None
 
     def lock_busy(self, key: str) -> float:
         """The share of the run during which the lock of ``key`` was held in some mode:
@@ -136,7 +143,8 @@ class Usage:
         if self.workers <= 1 or self.cells <= self.workers:
             return ""
         busiest = max(self.lock_held_s, key=self.lock_busy, default=None)
-        if busiest is not None and self.lock_busy(busiest) >= SATURATED:
+        waited = (self.lock_wait or 0.0) >= WAITED
+        if busiest is not None and (self.lock_busy(busiest) >= SATURATED or waited):
             return f"timing-bound (the lock of {_short(busiest)}): more workers would wait for it"
         if self.cpu_busy is not None and self.cpu_busy >= SATURATED:
             return "CPU-bound: more workers would not help, more cores would"
@@ -152,6 +160,8 @@ class Usage:
                 f"{kind} {s / self.elapsed_s:.0%}" for kind, s in sorted(kinds.items())
             )
             parts.append(f"lock of {_short(key)} held {self.lock_busy(key):.0%} ({detail})")
+        if self.lock_wait is not None and self.workers > 1:
+            parts.append(f"workers waited {self.lock_wait:.0%} of their time for a lock")
         return " · ".join(parts)
 
     def summary(self) -> str:
@@ -168,18 +178,22 @@ class Usage:
             "cpu_busy": self.cpu_busy,
             "cpu_steal": self.cpu_steal,
             "lock_held_s": self.lock_held_s,
+            "lock_wait": self.lock_wait,
             "lock_busy": {key: self.lock_busy(key) for key in self.lock_held_s},
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> Usage:
         fields = ("elapsed_s", "workers", "cells", "cpus", "cpu_busy", "cpu_steal", "lock_held_s")
-        return cls(**{name: data[name] for name in fields})
+        return cls(**{name: data[name] for name in fields}, lock_wait=data.get("lock_wait"))
 
 
-def measure(directory: Path, meter: CpuMeter, workers: int, cells: int) -> Usage:
+def measure(
+    directory: Path, meter: CpuMeter, workers: int, cells: int, lock_wait: float | None = None
+) -> Usage:
     """The usage of the run that started with ``meter`` and ends now; its workers' hold
-    logs are in ``directory``."""
+    logs are in ``directory``; ``lock_wait``: the share of the workers' time with a cell
+    spent waiting for a GPU lock."""
     busy, steal = meter.read()
     return Usage(
         elapsed_s=time.monotonic() - meter.started,
@@ -189,6 +203,7 @@ def measure(directory: Path, meter: CpuMeter, workers: int, cells: int) -> Usage
         cpu_busy=busy,
         cpu_steal=steal,
         lock_held_s=read_holds(directory, since=meter.started_wall),
+        lock_wait=lock_wait,
     )
 
 

@@ -193,6 +193,7 @@ def test_the_same_cells_and_statuses_whatever_the_number_of_workers(tmp_path):
     assert used.lock_held_s["cpu"]["timing"] > 0.5 * len(cells)  # >= 0.5 s timed a cell
     assert 0 < used.lock_busy("cpu") <= 1
     assert 0 < used.cpu_busy <= 1
+    assert 0 <= used.lock_wait < 1
     assert used.workers == 2 and used.cells == len(cells)
 
 
@@ -220,15 +221,17 @@ def test_lock_holds_are_logged_once_per_outermost_hold_and_summed_per_gpu(tmp_pa
 
 
 @pytest.mark.parametrize(
-    ("workers", "cpu_busy", "held_s", "says"),
+    ("workers", "cpu_busy", "held_s", "lock_wait", "says"),
     [
-        (8, 0.50, 95.0, "timing-bound (the lock of GPU-01234567)"),
-        (8, 0.97, 40.0, "CPU-bound: more workers would not help"),
-        (8, 0.60, 40.0, "more --workers may go faster"),
-        (1, 0.97, 95.0, ""),  # one worker: nothing ran beside anything
+        (8, 0.50, 95.0, None, "timing-bound (the lock of GPU-01234567)"),
+        # Held 72% over the run, but the workers waited for it half their time.
+        (8, 0.50, 72.0, 0.47, "timing-bound (the lock of GPU-01234567)"),
+        (8, 0.97, 40.0, 0.05, "CPU-bound: more workers would not help"),
+        (8, 0.60, 40.0, 0.05, "more --workers may go faster"),
+        (1, 0.97, 95.0, None, ""),  # one worker: nothing ran beside anything
     ],
 )
-def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, says):
+def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, lock_wait, says):
     used = Usage(
         elapsed_s=100.0,
         workers=workers,
@@ -237,8 +240,11 @@ def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, says):
         cpu_busy=cpu_busy,
         cpu_steal=0.0,
         lock_held_s={"GPU-0123456789ab": {"timing": held_s - 5, "tuning": 5.0}},
+        lock_wait=lock_wait,
     )
     assert says in used.bound() if says else used.bound() == ""
+    waited = f"workers waited {lock_wait:.0%} of their time for a lock" if lock_wait else ""
+    assert waited in used.line() if waited else "waited" not in used.line()
     assert f"lock of GPU-01234567 held {held_s / 100:.0%} (timing" in used.line()
 
 
@@ -456,6 +462,9 @@ def test_a_cell_clock_paused_for_two_reasons_at_once_counts_the_pause_once():
     assert running.elapsed_s(16.0) == pytest.approx(2.0)  # still stopped
     running.resume(17.0, STOPPED)
     assert running.elapsed_s(20.0) == pytest.approx(5.0)  # 10-12 and 17-20
+    # Each reason's own pauses: what the lock cost the cell, whatever else paused it.
+    assert running.waited(WAITING_FOR_GPU, 20.0) == pytest.approx(3.0)
+    assert running.waited(STOPPED, 20.0) == pytest.approx(4.0)
 
 
 def _worker_states(workdir: Path) -> dict[str, tuple[str, str]]:

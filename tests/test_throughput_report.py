@@ -125,3 +125,18 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     ]
     results = rows(tmp_path / "zoo.duckdb")
     assert len(results) == 4 and {r["status"] for r in results} == {"pass"}
+
+
+def test_a_run_is_also_compared_with_the_serial_run_on_its_own_gpu(tmp_path):
+    """Calls of one session may land on different hosts, whose serial rates differ."""
+    _phase(tmp_path, "serial.json", {"a": 1.0, "b": 2.0}, 36.0, gpu_uuids=["GPU-host1"])
+    _phase(tmp_path, "serial-host2.json", {"a": 1.2, "b": 2.0}, 72.0, gpu_uuids=["GPU-host2"])
+    on_host2 = {"a": 1.2, "b": 2.2, "c": 1.0}
+    _phase(tmp_path, "parallel-all-cells.json", on_host2, 6.0, workers=8, gpu_uuids=["GPU-host2"])
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
+    assert "parallel-all-cells: 9.00x the serial cells/hour" in report  # 3 in 6 s vs 2 in 36 s
+    assert "parallel-all-cells: 18.00x the cells/hour of serial-host2 (its GPU)" in report
+    assert (
+        "against serial-host2, over 2 cells: speedup median relative difference 5.0%, "
+        "largest 10.0% (timm/b)"
+    ) in report
