@@ -116,7 +116,9 @@ def _run_phase(args) -> None:
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
         if result is not None:
-            records.append({**_cell_record(result), "phase_s": clock.finish(result.cell_key)})
+            finished_s = round(time.monotonic() - started, 2)
+            steps = clock.finish(result.cell_key)
+            records.append({**_cell_record(result), "phase_s": steps, "finished_s": finished_s})
             if store is not None:
                 store.write_results(run_id, [result])
         phase = {
@@ -222,13 +224,16 @@ def _report(out: Path) -> None:
     for path, phase in zip(sorted(out.glob("serial-*.json")), repeats, strict=True):
         phase["phase"] = path.stem  # files of a repeat made before --tag named it "serial"
     phases = (serial, *repeats, *variants)
-    print(f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11}")
+    print(
+        f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11} "
+        f"{'steady/hour':>12}"
+    )
     serial_rate = _per_hour(serial)
     for phase in phases:
         cut = "  (interrupted: cells in flight lost)" if phase.get("interrupted") else ""
         print(
             f"{phase['phase']:32} {phase.get('gpus', 1):4d} {phase['workers']:7d} "
-            f"{len(phase['cells']):6d} {_per_hour(phase):11.0f}{cut}"
+            f"{len(phase['cells']):6d} {_per_hour(phase):11.0f} {_steady(phase):>12}{cut}"
         )
     for phase in phases:
         if quality := _timing_quality(phase):
@@ -251,6 +256,8 @@ def _report(out: Path) -> None:
     one_gpu = max(plain, key=lambda p: len(p["cells"]), default=None)
     for phase in variants:
         print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
+        if (steady := _steady_per_hour(phase)) is not None:
+            print(f"{phase['phase']}: with the pipeline full, {steady / serial_rate:.2f}x")
         _agreement(phase, serial, "serial")
         # Calls of one session can land on different hosts of one kind, whose serial
         # rates differ (113 and 100 cells/hour on two H200 hosts): compare like with like.
@@ -258,6 +265,8 @@ def _report(out: Path) -> None:
         if same is not None and not _same_gpus(phase, [serial]):
             rate = _per_hour(phase) / _per_hour(same)
             print(f"{phase['phase']}: {rate:.2f}x the cells/hour of {same['phase']} (its GPU)")
+            if (steady := _steady_per_hour(phase)) is not None:
+                print(f"{phase['phase']}: with the pipeline full, {steady / _per_hour(same):.2f}x")
             _agreement(phase, same, same["phase"])
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
@@ -395,6 +404,25 @@ def _lock_wait(cells: list[dict]) -> float | None:
 
 def _per_hour(phase: dict) -> float:
     return len(phase["cells"]) / phase["elapsed_s"] * 3600
+
+
+def _steady_per_hour(phase: dict) -> float | None:
+    """Cells/hour with the pipeline full: between the W-th cell's end and the W-th last
+    one's (W workers), leaving out the start, when every worker imports and compiles and
+    none times yet, and the tail, when fewer cells than workers are left. A sweep of
+    thousands of cells runs at about this rate. None for one worker (nothing to fill),
+    fewer than 3W cells, or records without end times."""
+    workers = phase.get("workers", 1)
+    ends = sorted(c["finished_s"] for c in phase["cells"] if c.get("finished_s") is not None)
+    if workers <= 1 or len(ends) < 3 * workers or len(ends) < len(phase["cells"]):
+        return None
+    first, last = ends[workers - 1], ends[len(ends) - workers - 1]
+    return (len(ends) - 2 * workers) / (last - first) * 3600 if last > first else None
+
+
+def _steady(phase: dict) -> str:
+    rate = _steady_per_hour(phase)
+    return f"{rate:.0f}" if rate is not None else "-"
 
 
 def main() -> None:

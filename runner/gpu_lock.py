@@ -95,7 +95,12 @@ class GpuLock:
             outer = self._mode()
             if outer is None:
                 self._fd = self._open()
-                self._acquire(kind)
+                try:
+                    self._acquire(kind)
+                except BaseException:  # Ctrl-C while waiting: nothing held, nothing open
+                    os.close(self._fd)
+                    self._fd = None
+                    raise
                 self._begin(kind)
                 if self.timing_cpus:
                     # Linux applies this to the calling thread: the one that launches.

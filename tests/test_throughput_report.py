@@ -107,6 +107,8 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
         assert {"build", "compile", "timing"} <= set(steps) and steps["timing"] > 0
         measured = sum(steps.values()) - steps.get("starting", 0.0)
         assert abs(measured - cell["wall_s"]) < 0.5 + 0.1 * cell["wall_s"]
+    ends = [cell["finished_s"] for cell in record["cells"]]
+    assert 0 < ends[0] <= ends[1] <= record["elapsed_s"]  # in the order they finished
     serial_steps = json.loads((tmp_path / "serial.json").read_text())["cells"][0]["phase_s"]
     assert serial_steps["starting"] > 1.0  # a fresh process imports torch for every cell
 
@@ -140,3 +142,22 @@ def test_a_run_is_also_compared_with_the_serial_run_on_its_own_gpu(tmp_path):
         "against serial-host2, over 2 cells: speedup median relative difference 5.0%, "
         "largest 10.0% (timm/b)"
     ) in report
+
+
+def test_the_steady_rate_leaves_out_the_start_and_the_tail(tmp_path):
+    """With W workers, the rate between the W-th cell's end and the W-th last one's."""
+    _phase(tmp_path, "serial.json", {"a": 1.0}, 36.0)  # 100 cells/hour
+    ends = [10.0, 20.0, 22.0, 24.0, 26.0, 28.0, 60.0]
+    _phase(tmp_path, "parallel.json", {k: 1.0 for k in "abcdefg"}, 60.0, workers=2)
+    record = json.loads((tmp_path / "parallel.json").read_text())
+    for cell, end in zip(record["cells"], ends, strict=True):
+        cell["finished_s"] = end
+    (tmp_path / "parallel.json").write_text(json.dumps(record))
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
+    row = next(line for line in report.splitlines() if line.startswith("parallel "))
+    # 7 cells in 60 s: 420/hour; steady: 3 cells (ends 22, 24, 26) between 20 and 26 s.
+    assert row.split()[-2:] == ["420", "1800"]
+    assert "parallel: 4.20x the serial cells/hour" in report
+    assert "parallel: with the pipeline full, 18.00x" in report
+    serial_row = next(line for line in report.splitlines() if line.startswith("serial "))
+    assert serial_row.split()[-1] == "-"  # one worker: nothing to fill
