@@ -228,7 +228,6 @@ def _report(out: Path) -> None:
         f"{'phase':32} {'gpus':>4} {'workers':>7} {'cells':>6} {'cells/hour':>11} "
         f"{'steady/hour':>12}"
     )
-    serial_rate = _per_hour(serial)
     for phase in phases:
         cut = "  (interrupted: cells in flight lost)" if phase.get("interrupted") else ""
         print(
@@ -255,23 +254,27 @@ def _report(out: Path) -> None:
     ]
     one_gpu = max(plain, key=lambda p: len(p["cells"]), default=None)
     for phase in variants:
-        print(f"\n{phase['phase']}: {_per_hour(phase) / serial_rate:.2f}x the serial cells/hour")
-        if (steady := _steady_per_hour(phase)) is not None:
-            print(f"{phase['phase']}: with the pipeline full, {steady / serial_rate:.2f}x")
-        _agreement(phase, serial, "serial")
+        print()
+        _compare(phase, serial, "the serial cells/hour", "serial")
         # Calls of one session can land on different hosts of one kind, whose serial
         # rates differ (113 and 100 cells/hour on two H200 hosts): compare like with like.
         same = _same_gpus(phase, repeats)
         if same is not None and not _same_gpus(phase, [serial]):
-            rate = _per_hour(phase) / _per_hour(same)
-            print(f"{phase['phase']}: {rate:.2f}x the cells/hour of {same['phase']} (its GPU)")
-            if (steady := _steady_per_hour(phase)) is not None:
-                print(f"{phase['phase']}: with the pipeline full, {steady / _per_hour(same):.2f}x")
-            _agreement(phase, same, same["phase"])
+            _compare(phase, same, f"the cells/hour of {same['phase']} (its GPU)", same["phase"])
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
     _phase_table(phases)
     _cell_table(serial, phases)
+
+
+def _compare(phase: dict, baseline: dict, rate_of: str, name: str) -> None:
+    """``phase``'s cells/hour as a multiple of ``baseline``'s (over the whole run, and with
+    the pipeline full where known), and its per-cell agreement with it."""
+    base = _per_hour(baseline)
+    print(f"{phase['phase']}: {_per_hour(phase) / base:.2f}x {rate_of}")
+    if (steady := _steady_per_hour(phase)) is not None:
+        print(f"{phase['phase']}: with the pipeline full, {steady / base:.2f}x")
+    _agreement(phase, baseline, name)
 
 
 def _same_gpus(phase: dict, candidates: list[dict]) -> dict | None:

@@ -69,24 +69,20 @@ class _Running:
     reported: str = ""
     paused_s: float = 0.0
     pause_started: float | None = None
-    pause_reasons: set[str] = field(default_factory=set)
-    # Seconds paused for each reason (overlapping pauses count for each), and since when
-    # each reason in pause_reasons has held.
+    # The reasons the clock stands still for now, each since when; and the seconds it
+    # stood still for each reason before (overlapping pauses count for each).
+    pause_reasons: dict[str, float] = field(default_factory=dict)
     waited_s: dict[str, float] = field(default_factory=dict)
-    reason_since: dict[str, float] = field(default_factory=dict)
 
     def pause(self, now: float, reason: str) -> None:
         if not self.pause_reasons:
             self.pause_started = now
-        if reason not in self.pause_reasons:
-            self.reason_since[reason] = now
-        self.pause_reasons.add(reason)
+        self.pause_reasons.setdefault(reason, now)
 
     def resume(self, now: float, reason: str) -> None:
         if reason not in self.pause_reasons:
             return
-        self.pause_reasons.discard(reason)
-        since = self.reason_since.pop(reason)
+        since = self.pause_reasons.pop(reason)
         self.waited_s[reason] = self.waited_s.get(reason, 0.0) + now - since
         if not self.pause_reasons and self.pause_started is not None:
             self.paused_s += now - self.pause_started
@@ -102,7 +98,7 @@ class _Running:
 
     def waited(self, reason: str, now: float) -> float:
         """Seconds paused for ``reason`` so far."""
-        ongoing = now - self.reason_since[reason] if reason in self.reason_since else 0.0
+        ongoing = now - self.pause_reasons[reason] if reason in self.pause_reasons else 0.0
         return self.waited_s.get(reason, 0.0) + ongoing
 
     def paused_total(self, now: float) -> float:

@@ -93,6 +93,9 @@ class GpuLock:
             raise ValueError(f"unknown kind of hold {kind!r}: one of {', '.join(_RANK)}")
         with self._mutex:
             outer = self._mode()
+            # An exclusive hold inside an untimed one: the shared lock turns exclusive
+            # for the block, and back after it.
+            converts = outer == UNTIMED and kind != UNTIMED
             if outer is None:
                 self._fd = self._open()
                 try:
@@ -106,7 +109,7 @@ class GpuLock:
                     # Linux applies this to the calling thread: the one that launches.
                     self._saved_cpus = os.sched_getaffinity(0)
                     os.sched_setaffinity(0, self.timing_cpus)
-            elif outer == UNTIMED and kind != UNTIMED:
+            elif converts:
                 self._end()
                 self._acquire(kind)  # flock converts the shared lock (not atomically)
                 self._begin(kind)
@@ -117,7 +120,7 @@ class GpuLock:
                 self._kinds.pop()
                 if not self._kinds:
                     self._release()
-                elif self._mode() == UNTIMED and kind != UNTIMED and outer == UNTIMED:
+                elif converts:
                     self._end()
                     fcntl.flock(self._fd, fcntl.LOCK_SH)
                     self._begin(UNTIMED)

@@ -26,7 +26,9 @@ HOLDS_GLOB = "holds-*.log"
 
 
 class HoldLog:
-    """Appends one line per outermost lock hold: ``KEY KIND START END`` (wall-clock s)."""
+    """Appends one line per stretch a process held a lock in one mode (an outermost hold,
+    or its part before, during or after a conversion): ``KEY KIND START END`` (wall-clock
+    s)."""
 
     def __init__(self, path: Path):
         self.path = path
