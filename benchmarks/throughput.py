@@ -143,7 +143,9 @@ def _run_phase(args) -> None:
                 for cell in cells:
                     if time.monotonic() - started > args.limit_s:
                         break
-                    Executor(Path(workdir), workers=1, reuse_workers=False).run(
+                    # With the GPU's lock, as zoo-run takes it: alone, its holds say
+                    # how long timing and autotuning take undisturbed.
+                    Executor(Path(workdir), workers=1, reuse_workers=False, gpus=gpus[:1]).run(
                         [cell], on_result=record, on_start=clock.start, on_phase=clock.phase
                     )
             else:
@@ -264,6 +266,7 @@ def _report(out: Path) -> None:
         if one_gpu is not None and phase is not one_gpu and phase.get("gpu_slots", 1) > 1:
             _agreement(phase, one_gpu, "one-GPU parallel")
     _phase_table(phases)
+    _lock_table(phases)
     _cell_table(serial, phases)
 
 
@@ -303,6 +306,35 @@ def _phase_table(phases: tuple[dict, ...]) -> None:
             total = sum(sum(c.values()) if name == "all" else c.get(name, 0.0) for c in cells)
             row.append(f"{total / len(cells):24.1f}")
         print(f"{name[:22]:22} " + " ".join(row))
+
+
+def _lock_table(phases: tuple[dict, ...]) -> None:
+    """Seconds of GPU lock a cell took in each phase, per kind of hold (overlapping shared
+    holds counted once), and the cells/hour the lock allows when busy all the time: the
+    ceiling of a parallel sweep bound by it."""
+    held = [p for p in phases if (p.get("usage") or {}).get("lock_held_s") and p["cells"]]
+    if not held:
+        return
+    print("\nGPU lock seconds per cell (all GPUs' locks; overlapping shared holds once)")
+    print(f"{'hold':22} " + " ".join(f"{p['phase'][:24]:>24}" for p in held))
+    per_cell = []
+    for phase in held:
+        kinds: dict[str, float] = {}
+        for by_kind in phase["usage"]["lock_held_s"].values():
+            for kind, seconds in by_kind.items():
+                kinds[kind] = kinds.get(kind, 0.0) + seconds
+        per_cell.append({k: v / len(phase["cells"]) for k, v in kinds.items()})
+    for kind in ("timing", "tuning", "untimed"):
+        print(f"{kind:22} " + " ".join(f"{c.get(kind, 0.0):24.2f}" for c in per_cell))
+    totals = [sum(c.values()) for c in per_cell]
+    print(f"{'all':22} " + " ".join(f"{t:24.2f}" for t in totals))
+    print(
+        f"{'cells/hour at 100%':22} "
+        + " ".join(
+            f"{3600 * max(1, p.get('gpus', 1)) / t:24.0f}"
+            for p, t in zip(held, totals, strict=True)
+        )
+    )
 
 
 def _cell_table(serial: dict, phases: tuple[dict, ...]) -> None:

@@ -125,6 +125,11 @@ class GpuLock:
                     fcntl.flock(self._fd, fcntl.LOCK_SH)
                     self._begin(UNTIMED)
 
+    @property
+    def holding(self) -> bool:
+        """Whether this process holds the lock now, in any mode."""
+        return bool(self._kinds)
+
     def _mode(self) -> str | None:
         """The kind this process holds the lock as: its first exclusive hold, else
         untimed; None when it holds none."""

@@ -38,9 +38,13 @@ MESSAGE_CHARS = 2000
 REASON_CHARS = 300
 SEED = 0
 # Warm-up pairs (eager, compiled) before timing: at least WARMUPS, and more until
-# WARMUP_S has passed, so that GPU clocks and allocator caches settle first.
+# WARMUP_S has passed, so that GPU clocks and allocator caches settle first. They run as
+# untimed GPU work (a shared hold of the GPU's lock, beside other untimed work); the
+# timed hold then starts with HELD_WARMUPS pairs more, untimed, which run with the GPU
+# alone before the first timed one.
 WARMUPS = 3
 WARMUP_S = 0.5
+HELD_WARMUPS = 2
 MB = 2**20
 # The reference model is a float64 copy: it must leave room for the measured model.
 FP64_REF_CUDA_FREE_FRACTION = 0.25
@@ -199,6 +203,7 @@ class Measurement:
         self.build(model, inputs_fn)
         with torch.no_grad(), self.fp32_treatment():
             self.compile_and_check_accuracy()
+            self.warm_up_untimed()
             with self.timing_gate():
                 self.time_eager_and_compiled()
             self.measure_peak_memory()
@@ -379,11 +384,24 @@ class Measurement:
         if accuracy.failure:
             self.notes.append(f"accuracy: {accuracy.failure}")
 
+    def warm_up_untimed(self) -> None:
+        """Most of the warm-up before timing, as untimed GPU work: it holds the lock
+        shared, so that the timed hold (exclusive, the scarce resource of a parallel
+        sweep) is not spent on it."""
+        with self.gpu_work(), self.precision():
+            self.enter("warm-up")
+            warm_up(self.untimed_pair)
+
+    def untimed_pair(self) -> None:
+        self.run_eager()
+        self.run_compiled()
+        self.sync()
+
     def time_eager_and_compiled(self) -> None:
         self.enter("timing")
         timer = self.timer()
         with self.precision():
-            warm_up(lambda: (self.run_eager(), self.run_compiled(), self.sync()))
+            warm_up(self.untimed_pair, calls=HELD_WARMUPS, seconds=0.0)
             pairs = _repeat(
                 lambda: (timer(self.run_eager), timer(self.run_compiled)), self.timing_plan()
             )
@@ -667,13 +685,13 @@ def cast_floats(inputs: tuple[Any, ...], dtype: torch.dtype | None) -> tuple[Any
     )
 
 
-def warm_up(call: Callable[[], Any]) -> None:
-    """At least WARMUPS calls, and more until WARMUP_S has passed: GPU clocks and
+def warm_up(call: Callable[[], Any], calls: int = WARMUPS, seconds: float = WARMUP_S) -> None:
+    """At least ``calls`` calls, and more until ``seconds`` have passed: GPU clocks and
     allocator caches settle first."""
-    calls, started = 0, time.perf_counter()
-    while calls < WARMUPS or time.perf_counter() - started < WARMUP_S:
+    done, started = 0, time.perf_counter()
+    while done < calls or time.perf_counter() - started < seconds:
         call()
-        calls += 1
+        done += 1
 
 
 def alternate_blocks(

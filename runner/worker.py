@@ -91,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
             holds_log=HoldLog(args.holds_log) if args.holds_log else None,
         )
         timing_gate = lock.held
+        # Inductor's compile workers below the lock holders (runner.priority).
+        from runner.priority import keep_helpers_low
+
+        keep_helpers_low(busy=lambda: lock.holding)
         if args.lock_key != "cpu":
             from runner.gpu_lock import guard_inductor_benchmarking
 

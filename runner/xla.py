@@ -182,6 +182,10 @@ class XlaMeasurement(Measurement):
         self.step = "eager baseline"
         self.baseline.wait_ready()
 
+    def warm_up_untimed(self) -> None:
+        """Nothing here: the eager side warms up in its own process, on the cores it
+        times on, when told to time; both sides warm up inside the timed hold."""
+
     def time_eager_and_compiled(self) -> None:
         """Eager in a process without JAX (``runner.eager_baseline``): beside JAX, eager
         torch slows down. Its blocks of calls alternate with blocks of XLA calls here."""

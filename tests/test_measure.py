@@ -15,7 +15,14 @@ import torch
 from torch import nn
 
 from runner.config import Cell, CellConfig
-from runner.measure import _tf32_disabled, compare_outputs, measure_cell, summarize_reason
+from runner.measure import (
+    HELD_WARMUPS,
+    WARMUPS,
+    _tf32_disabled,
+    compare_outputs,
+    measure_cell,
+    summarize_reason,
+)
 from zoo.spec import ModelSpec
 
 # -- modules -------------------------------------------------------------------------
@@ -275,7 +282,7 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
         report_phase=phases.append,
     )
     assert result.status == "pass", result.error_message
-    assert phases == ["build", "reference", "eager", "compile", "accuracy", "timing"]
+    assert phases == ["build", "reference", "eager", "compile", "accuracy", "warm-up", "timing"]
     assert (result.graph_count, result.graph_break_count, result.unique_break_count) == (1, 0, 0)
     assert result.graph_breaks == []
     assert result.recompile_count == 0
@@ -298,11 +305,19 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
 
 
 def test_compile_happens_outside_the_timing_gate_and_timing_inside():
-    """Compiling overlaps; timing holds the GPU; untimed GPU work (the reference and the
-    eager outputs; the memory pass, on CUDA only) holds it shared, so that it never runs
-    beside a neighbour's timing."""
+    """Compiling overlaps; timing holds the GPU; untimed GPU work (the reference, the
+    eager outputs, most of the warm-up; the memory pass, on CUDA only) holds it shared,
+    so that it never runs beside a neighbour's timing. The timed hold warms up with
+    HELD_WARMUPS pairs only."""
     held = []
     phases = []
+    eager_calls = {"warm-up": 0, "timing": 0}
+
+    class CountedMlp(Mlp):
+        def forward(self, x):
+            if not torch.compiler.is_compiling() and phases and phases[-1][0] in eager_calls:
+                eager_calls[phases[-1][0]] += 1
+            return super().forward(x)
 
     class Gate:
         def __init__(self, kind="timing"):
@@ -314,9 +329,9 @@ def test_compile_happens_outside_the_timing_gate_and_timing_inside():
         def __exit__(self, *exc):
             held.pop()
 
-    measure_cell(
+    result = measure_cell(
         make_cell(dynamic="auto"),
-        model=Mlp(),
+        model=CountedMlp(),
         inputs_fn=features,
         report_phase=lambda phase: phases.append((phase, held[-1] if held else None)),
         timing_gate=Gate,
@@ -327,9 +342,12 @@ def test_compile_happens_outside_the_timing_gate_and_timing_inside():
         "eager": "untimed",
         "compile": None,
         "accuracy": None,
+        "warm-up": "untimed",
         "timing": "timing",
         "probe": None,
     }
+    assert eager_calls["warm-up"] >= WARMUPS
+    assert eager_calls["timing"] == HELD_WARMUPS + len(result.eager_samples_ms)
 
 
 def test_compile_caches_are_fresh_per_cell_and_removed(monkeypatch):

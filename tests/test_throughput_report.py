@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from runner.usage import Usage
 from tests.results import rows
 
@@ -119,6 +121,13 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     header, *steps = table.splitlines()[1:]
     assert header.split() == ["step", "serial", "parallel"]
     assert steps[0].startswith("starting") and steps[-1].startswith("all") and len(steps) > 4
+    # The lock's seconds per cell, and the rate they allow with the lock always busy.
+    locks = report.split("GPU lock seconds per cell")[1].split("\n\n")[0].splitlines()[2:]
+    rows_by_hold = {line.split()[0]: [float(x) for x in line.split()[-2:]] for line in locks}
+    assert rows_by_hold["timing"][1] > 0.5 and rows_by_hold["untimed"][1] > 0  # CPU plan: 1 s
+    per_cell = sum(rows_by_hold[kind][1] for kind in ("timing", "tuning", "untimed"))
+    assert rows_by_hold["all"][1] == pytest.approx(per_cell, abs=0.02)
+    assert rows_by_hold["cells/hour"][1] == pytest.approx(3600 / per_cell, rel=0.01)
 
     runs = rows(tmp_path / "zoo.duckdb", "SELECT * FROM runs ORDER BY label")
     assert [(r["label"], r["status"], r["cells_recorded"]) for r in runs] == [

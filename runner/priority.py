@@ -1,0 +1,120 @@
+"""Compile helpers at a lower CPU priority than the threads that hold a GPU's lock.
+
+A worker compiles on its main thread (Dynamo, AOTAutograd, Inductor's Python) and in
+helper processes (Inductor's compile workers, which build Triton kernels). While one
+worker holds the GPU lock its main thread launches kernels from Python, one at a time:
+Inductor's autotuning and the timed calls are bound by that thread's speed, and the
+rest of the sweep waits for the lock. So every worker lowers its helper processes to
+``HELPER_NICE``: beside a lock holder at the default priority they take the cores it
+leaves (the kernel's fair scheduler gives nice 0 about nine times the share of nice 10).
+The eager-baseline process of an XLA cell times eager calls, so it keeps its priority.
+
+Raising niceness needs no privilege; lowering it again would, so the main threads are
+never touched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+HELPER_NICE = 10
+# Descendants whose command line contains one of these keep their priority: they time.
+TIMING_HELPERS = ("runner.eager_baseline",)
+CHECK_EVERY_S = 1.0
+
+_PROC = Path("/proc")
+
+
+def children(pid: int) -> list[int]:
+    """The child processes of ``pid`` (Linux's per-thread ``children`` files, else a scan
+    of every process's parent)."""
+    tasks = _PROC / str(pid) / "task"
+    try:
+        files = [task / "children" for task in tasks.iterdir()]
+    except (FileNotFoundError, ProcessLookupError):
+        return []
+    found: list[int] = []
+    for file in files:
+        try:
+            found += [int(child) for child in file.read_text().split()]
+        except FileNotFoundError:
+            if not file.parent.exists():
+                continue  # that thread ended
+            return _children_by_scan(pid)  # a kernel without the children files
+    return found
+
+
+def _children_by_scan(pid: int) -> list[int]:
+    found = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The command name (in parentheses) may hold spaces: the fields follow it.
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (_PROC / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def helpers(pid: int, keep: Iterable[str] = TIMING_HELPERS) -> list[int]:
+    """Every descendant of ``pid`` but those whose command line contains one of ``keep``
+    (and their own descendants)."""
+    keep = tuple(keep)
+    found: list[int] = []
+    stack = children(pid)
+    while stack:
+        child = stack.pop()
+        if any(mark in _cmdline(child) for mark in keep):
+            continue
+        found.append(child)
+        stack += children(child)
+    return found
+
+
+def lower(pids: Iterable[int], nice: int = HELPER_NICE) -> int:
+    """Every thread of ``pids`` to niceness ``nice`` at least (Linux sets it per thread);
+    the number of threads changed. Threads that end meanwhile are skipped."""
+    changed = 0
+    for pid in pids:
+        try:
+            tids = [int(tid) for tid in os.listdir(_PROC / str(pid) / "task")]
+        except OSError:
+            continue
+        for tid in tids:
+            with contextlib.suppress(OSError):
+                if os.getpriority(os.PRIO_PROCESS, tid) < nice:
+                    os.setpriority(os.PRIO_PROCESS, tid, nice)
+                    changed += 1
+    return changed
+
+
+def keep_helpers_low(
+    busy: Callable[[], bool] = lambda: False,
+    nice: int = HELPER_NICE,
+    every_s: float = CHECK_EVERY_S,
+) -> threading.Event:
+    """Start a daemon thread that lowers this process's helpers every ``every_s``
+    seconds (they start and end as Inductor needs them); it skips a round while
+    ``busy()`` (this process holds the GPU lock: its timed calls should not share the
+    interpreter with it). Set the returned event to stop it."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every_s):
+            if not busy():
+                lower(helpers(os.getpid()), nice)
+
+    threading.Thread(target=loop, name="zoo-helper-priority", daemon=True).start()
+    return stop
