@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+from runner.priority import Boost
 from runner.usage import HoldLog
 
 DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "zoo-matrix-locks"
@@ -62,6 +63,7 @@ class GpuLock:
         on_acquired: Callable[[], None] = lambda: None,
         timing_cpus: frozenset[int] | None = None,
         holds_log: HoldLog | None = None,
+        boost: Boost | None = None,
     ):
         """``on_wait`` runs when another process holds the lock and this one starts to
         wait; ``on_acquired`` when it then gets it (the parent pauses the cell's clock
@@ -72,6 +74,8 @@ class GpuLock:
         self.on_wait = on_wait
         self.on_acquired = on_acquired
         self.timing_cpus = timing_cpus
+        # The holding thread's CPU priority raised for the hold, where permitted.
+        self.boost = boost
         self._saved_cpus: set[int] | None = None
         lock_dir.mkdir(parents=True, exist_ok=True)
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", key)
@@ -105,6 +109,8 @@ class GpuLock:
                     self._fd = None
                     raise
                 self._begin(kind)
+                if self.boost is not None:
+                    self.boost.raise_()
                 if self.timing_cpus:
                     # Linux applies this to the calling thread: the one that launches.
                     self._saved_cpus = os.sched_getaffinity(0)
@@ -157,6 +163,8 @@ class GpuLock:
             os.close(self._fd)
             self._fd = None
         self._end()
+        if self.boost is not None:
+            self.boost.restore()  # after the lock is free: it reads /proc
 
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)

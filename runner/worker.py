@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     timing_gate = no_gate
     if args.lock_key:
         from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock, parse_cpus
+        from runner.priority import Boost, keep_helpers_low
         from runner.usage import HoldLog
 
         lock = GpuLock(
@@ -89,11 +90,11 @@ def main(argv: list[str] | None = None) -> int:
             on_acquired=lambda: report_phase(current["phase"]),
             timing_cpus=parse_cpus(args.timing_cpus),
             holds_log=HoldLog(args.holds_log) if args.holds_log else None,
+            # A CPU cell times on every core (others stopped, --quiet-timing): no boost.
+            boost=Boost() if args.lock_key != "cpu" else None,
         )
         timing_gate = lock.held
         # Inductor's compile workers below the lock holders (runner.priority).
-        from runner.priority import keep_helpers_low
-
         keep_helpers_low(busy=lambda: lock.holding)
         if args.lock_key != "cpu":
             from runner.gpu_lock import guard_inductor_benchmarking

@@ -8,11 +8,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from runner.priority import HELPER_NICE, children, helpers
+from runner.gpu_lock import TUNING, GpuLock
+from runner.priority import HELPER_NICE, HOLDER_NICE, Boost, children, helpers
 
 SLEEP = "import time; time.sleep(120)"
 WORKER = f"""
@@ -69,3 +71,61 @@ def test_nothing_is_lowered_while_the_worker_holds_the_lock(worker):
     main, helper, grandchildren, _ = worker
     time.sleep(0.6)  # six rounds of the thread
     assert {nice(p) for p in (helper, *grandchildren)} == {nice(main)}
+
+
+def _in_thread(fn):
+    """Run ``fn`` on a new thread (niceness is per thread on Linux) and return its value."""
+    out = {}
+
+    def run():
+        out["value"] = fn()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    return out["value"]
+
+
+def _own_nice() -> int:
+    return os.getpriority(os.PRIO_PROCESS, 0)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="raising a thread's priority needs root")
+def test_a_lock_holder_is_raised_for_the_hold_and_so_are_not_its_threads_after(tmp_path):
+    def hold():
+        lock = GpuLock("GPU-boost", tmp_path, boost=Boost())
+        before = _own_nice()
+        with lock.held(TUNING):
+            inside = _own_nice()
+            started = _in_thread(_own_nice)  # a thread started in the hold inherits it
+            child = threading.Thread(target=time.sleep, args=(0.5,))
+            child.start()
+        after = _own_nice()
+        child_after = os.getpriority(os.PRIO_PROCESS, child.native_id)
+        child.join()
+        return before, inside, started, after, child_after
+
+    before, inside, started, after, child_after = _in_thread(hold)
+    assert inside == started == min(before, HOLDER_NICE) < before
+    assert after == child_after == before
+
+
+def test_without_the_privilege_the_boost_turns_itself_off():
+    """As an unprivileged user (root drops to nobody in a child process first)."""
+    script = (
+        "import os\n"
+        "from runner.priority import Boost\n"  # before: nobody may not read the stdlib
+        "if os.geteuid() == 0:\n"
+        "    os.setgid(65534); os.setuid(65534)\n"
+        "boost = Boost(); before = os.getpriority(os.PRIO_PROCESS, 0)\n"
+        "boost.raise_(); print(boost.permitted, os.getpriority(os.PRIO_PROCESS, 0) == before)\n"
+        "boost.restore(); print(os.getpriority(os.PRIO_PROCESS, 0) == before)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    ).stdout.split()
+    assert out == ["False", "True", "True"]
