@@ -24,6 +24,8 @@ behind a stream of overlapping shared holds.
 With ``timing_cpus``, the thread holding the lock also moves onto cores that no
 compiling worker runs on (the executor keeps them free), so the host side of a timed
 call (Python, kernel launches) does not share a core with its neighbours' compiles.
+With ``boost`` (``runner.priority.Boost``) the holding thread's CPU priority is raised
+for the hold instead, where the privilege is there, so that no core is needed for it.
 """
 
 from __future__ import annotations
