@@ -161,10 +161,4 @@ class Boost:
         if self._saved is None:
             return
         saved, self._saved = self._saved, None
-        tids = []
-        with contextlib.suppress(OSError):
-            tids = [int(tid) for tid in os.listdir(_PROC / "self" / "task")]
-        for tid in tids:
-            with contextlib.suppress(OSError):
-                if os.getpriority(os.PRIO_PROCESS, tid) < saved:
-                    os.setpriority(os.PRIO_PROCESS, tid, saved)
+        lower([os.getpid()], saved)

@@ -86,21 +86,17 @@ def _in_thread(fn):
     return out["value"]
 
 
-def _own_nice() -> int:
-    return os.getpriority(os.PRIO_PROCESS, 0)
-
-
 @pytest.mark.skipif(os.geteuid() != 0, reason="raising a thread's priority needs root")
 def test_a_lock_holder_is_raised_for_the_hold_and_so_are_not_its_threads_after(tmp_path):
     def hold():
         lock = GpuLock("GPU-boost", tmp_path, boost=Boost())
-        before = _own_nice()
+        before = nice(0)
         with lock.held(TUNING):
-            inside = _own_nice()
-            started = _in_thread(_own_nice)  # a thread started in the hold inherits it
+            inside = nice(0)
+            started = _in_thread(lambda: nice(0))  # a thread started in the hold inherits it
             child = threading.Thread(target=time.sleep, args=(0.5,))
             child.start()
-        after = _own_nice()
+        after = nice(0)
         child_after = os.getpriority(os.PRIO_PROCESS, child.native_id)
         child.join()
         return before, inside, started, after, child_after
