@@ -163,6 +163,7 @@ def _run_phase(args) -> None:
             interrupted = True
         workers = 1 if args.phase == "serial" else args.workers
         used = usage.measure(Path(workdir), meter, workers, len(todo), _lock_wait(records))
+        _keep_holds(Path(workdir), args.out / f"{name}.holds.log", meter.started_wall)
     record()
     if store is not None:
         store.finish_run(run_id, "interrupted" if interrupted else "finished", len(records))
@@ -170,6 +171,50 @@ def _run_phase(args) -> None:
     note = " (interrupted)" if interrupted else ""
     print(f"{args.phase}: {len(records)} cells in {elapsed:.0f} s{note} -> {path}")
     print(used.summary())
+
+
+def _keep_holds(workdir: Path, path: Path, since: float) -> None:
+    """Every lock hold of the phase's workers, one line each, ``WORKER KIND START END``
+    in seconds from the phase's start, in order of start: the lock's timeline (when it
+    stood idle, who held it how long), which the report sums per window."""
+    from runner.usage import HOLDS_GLOB
+
+    holds = []
+    for log in sorted(workdir.glob(HOLDS_GLOB)):
+        worker = log.stem.removeprefix("holds-")
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                _, kind, start, end = parts
+                holds.append((float(start) - since, float(end) - since, worker, kind))
+    path.write_text("".join(f"{w} {k} {s:.3f} {e:.3f}\n" for s, e, w, k in sorted(holds)))
+
+
+def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
+    """Per phase with a holds log: the share of each ``window_s`` the GPU lock was held
+    (any kind; with several GPUs, their locks together): where a run left it idle."""
+    from runner.usage import covered_s
+
+    logs = sorted(out.glob("*.holds.log"))
+    if not logs:
+        return
+    print(f"\nGPU lock held, share of each {window_s:.0f} s from the phase's start")
+    for log in logs:
+        spans = []
+        for line in log.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                spans.append((float(parts[2]), float(parts[3])))
+        if not spans:
+            continue
+        end = max(e for _, e in spans)
+        shares = []
+        for index in range(int(end // window_s) + 1):
+            low, high = index * window_s, (index + 1) * window_s
+            clipped = [(max(s, low), min(e, high)) for s, e in spans if e > low and s < high]
+            shares.append(covered_s(clipped) / window_s)
+        cells = " ".join(f"{share:4.0%}" for share in shares)
+        print(f"{log.name.removesuffix('.holds.log')[:32]:32} {cells}")
 
 
 def _start_run(args, env: dict, device: str, name: str, planned: int):
@@ -267,6 +312,7 @@ def _report(out: Path) -> None:
             _agreement(phase, one_gpu, "one-GPU parallel")
     _phase_table(phases)
     _lock_table(phases)
+    _lock_timeline(out)
     _cell_table(serial, phases)
 
 

@@ -256,6 +256,20 @@ class Executor:
                 os.sched_getaffinity(0), len(self.gpus), timing_cpus_per_gpu
             )
 
+    def cpu_threads_per_worker(self) -> int | None:
+        """The CPU threads each worker's torch may use (``OMP_NUM_THREADS``), or None for
+        torch's default (one per core). On GPUs with several workers, the cores shared
+        out among them: torch's CPU work there (building the model, initializing its
+        weights) is not measured, and at one thread per core each, 16 workers on 16 cores
+        ran 256 OpenMP threads at once, which made a ViT's build 8-10x slower than alone
+        (the third round, docs/PERFORMANCE.md) and starved the lock holder. CPU cells
+        keep the default: their threads are part of what they measure. A value the user
+        set is kept."""
+        if not self.gpus or self.workers <= 1 or "OMP_NUM_THREADS" in self.env:
+            return None
+        cores = self._compile_cpus or os.sched_getaffinity(0)
+        return max(1, len(cores) // self.workers)
+
     def _spawn(self, kind: str, slot: int) -> Worker:
         self._spawned += 1
         env = dict(self.env)
@@ -274,6 +288,9 @@ class Executor:
                 ]
         else:
             lock_key = "cpu"
+        threads = self.cpu_threads_per_worker()
+        if threads is not None:
+            env["OMP_NUM_THREADS"] = str(threads)
         if kind == "xla":
             # JAX must not take the GPU at its first use: torch shares it in the process.
             env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"

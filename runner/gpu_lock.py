@@ -8,18 +8,25 @@ benchmarking during max-autotune takes it too, possibly while it is already held
 
 Three kinds of holders, by rank:
 - timing (a cell's timed calls), exclusive;
-- tuning (autotuners that time kernels while compiling: Inductor's benchmarking, XLA's
-  compile), exclusive;
 - untimed (GPU work that is not timed but must not run beside a neighbour's timing or
-  tuning: the fp64 reference, the eager outputs, the peak-memory pass), shared: such
-  holds run beside each other. On one H200 with 12 workers, when every hold was
-  exclusive, the lock was held 94% of the run and bounded it (docs/PERFORMANCE.md).
-A holder gives the lock back to a waiter of higher rank: a process waiting to time or
-tune leaves a marker file (flocked, so a dead waiter's marker is recognized as stale),
-and a lower-ranked process that gets the lock while such a marker lives gives it back
-and tries again. Otherwise a cell that has compiled waits behind every other cell's
-compile (on an XLA sweep of 8 workers: no cell finished in 4.6 minutes), and a timer
-behind a stream of overlapping shared holds.
+  tuning: the fp64 reference, the eager outputs, the warm-up before timing, the
+  peak-memory pass), shared: such holds run beside each other. On one H200 with 12
+  workers, when every hold was exclusive, the lock was held 94% of the run and bounded
+  it (docs/PERFORMANCE.md);
+- tuning (autotuners that time kernels while compiling: Inductor's benchmarking, XLA's
+  compile), exclusive.
+A holder gives the lock back to a waiter of higher rank: a process waiting to time or to
+do untimed work leaves a marker file (flocked, so a dead waiter's marker is recognized
+as stale), and a lower-ranked process that gets the lock while such a marker lives gives
+it back and tries again. Otherwise a cell that has compiled waits behind every other
+cell's compile (on an XLA sweep of 8 workers: no cell finished in 4.6 minutes), and a
+timer behind a stream of overlapping shared holds. Untimed work goes before tuning
+because its holds are short and each one unblocks a worker: the reference and eager
+outputs come before a cell compiles, the warm-up before it times, the memory pass before
+its worker is free for the next cell. Ranked below tuning (as it was until the fourth
+round on one H200), it waited whenever anyone tuned, which with 16 workers was almost
+always: cells stalled in it until tuning ran dry and then went on all at once, and the
+lock stood idle while the whole wave compiled its next cells.
 
 With ``timing_cpus``, the thread holding the lock also moves onto cores that no
 compiling worker runs on (the executor keeps them free), so the host side of a timed
@@ -47,7 +54,7 @@ DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "zoo-matrix-locks"
 WAITING_PHASE = "waiting for the GPU"
 # The kinds of hold, by rank: a hold gives the lock back to a waiter of a higher rank.
 TIMING, TUNING, UNTIMED = "timing", "tuning", "untimed"
-_RANK = {UNTIMED: 0, TUNING: 1, TIMING: 2}
+_RANK = {TUNING: 0, UNTIMED: 1, TIMING: 2}
 # How long a holder that gave the lock back to a waiter of higher rank sleeps before
 # trying again.
 YIELD_BACKOFF_S = 0.05
@@ -172,9 +179,9 @@ class GpuLock:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
 
     def _acquire(self, kind: str) -> None:
-        """Take ``self._fd``'s lock as ``kind``: timing waits its turn, announced by a
-        marker; tuning and untimed work give the lock back while someone of a higher
-        rank waits, and try again."""
+        """Take ``self._fd``'s lock as ``kind``: timing and untimed work wait their turn,
+        announced by a marker; untimed work and tuning give the lock back while someone
+        of a higher rank waits, and try again."""
         assert self._fd is not None
         fd = self._fd
         operation = fcntl.LOCK_SH if kind == UNTIMED else fcntl.LOCK_EX
@@ -187,8 +194,8 @@ class GpuLock:
                 if not waited:
                     self.on_wait()
                     waited = True
-                if kind == UNTIMED:
-                    fcntl.flock(fd, operation)  # nobody yields to untimed work: no marker
+                if _RANK[kind] == 0:
+                    fcntl.flock(fd, operation)  # nobody yields to tuning: no marker
                 else:
                     with self._waiting_marker(kind):
                         fcntl.flock(fd, operation)

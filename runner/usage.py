@@ -60,12 +60,12 @@ def read_holds(directory: Path, since: float = 0.0) -> dict[str, dict[str, float
             if finish > begin:
                 spans.setdefault(key, {}).setdefault(kind, []).append((begin, finish))
     return {
-        key: {kind: _covered_s(intervals) for kind, intervals in kinds.items()}
+        key: {kind: covered_s(intervals) for kind, intervals in kinds.items()}
         for key, kinds in spans.items()
     }
 
 
-def _covered_s(intervals: list[tuple[float, float]]) -> float:
+def covered_s(intervals: list[tuple[float, float]]) -> float:
     """Seconds covered by the union of ``intervals``."""
     covered = 0.0
     reached = float("-inf")

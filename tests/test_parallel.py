@@ -364,15 +364,15 @@ def test_a_worker_compiles_off_the_timing_cores_and_times_on_them(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("kind", "waiting"), [(TUNING, TIMING), (UNTIMED, TIMING), (UNTIMED, TUNING)]
+    ("kind", "waiting"), [(TUNING, TIMING), (UNTIMED, TIMING), (TUNING, UNTIMED)]
 )
 def test_a_holder_yields_the_lock_to_a_process_waiting_to_hold_it_with_a_higher_rank(
     tmp_path, kind, waiting
 ):
     """Autotuners (XLA's compile, Inductor's benchmarking) take the lock as tuners: while
-    a live process waits to time (its marker flocked), a tuner does not keep the lock;
-    untimed work yields to both. A dead waiter's marker (not flocked) is removed and
-    blocks nothing."""
+    a live process waits to time or to do untimed work (its marker flocked), a tuner does
+    not keep the lock; untimed work yields to timing. A dead waiter's marker (not
+    flocked) is removed and blocks nothing."""
     import threading
 
     lock = GpuLock("GPU-prio", tmp_path)
@@ -403,7 +403,12 @@ def test_a_holder_yields_the_lock_to_a_process_waiting_to_hold_it_with_a_higher_
     assert acquired.is_set()
 
 
-def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path):
+@pytest.mark.parametrize("first", [TIMING, UNTIMED])
+def test_processes_waiting_to_time_or_to_do_untimed_work_go_before_those_waiting_to_tune(
+    tmp_path, first
+):
+    """Untimed work (a reference, a warm-up, a memory pass) goes before tuning: with
+    tuners always waiting (16 workers), ranked below them it stalled whole cells."""
     script = textwrap.dedent(
         """
         import json, sys, time
@@ -411,7 +416,7 @@ def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path)
         from runner.gpu_lock import GpuLock
         lock = GpuLock("GPU-order", Path(sys.argv[1]))
         print("start", flush=True)
-        with lock.held("tuning" if sys.argv[2] == "tune" else "timing"):
+        with lock.held(sys.argv[2]):
             print(json.dumps(time.time()), flush=True)
             time.sleep(0.2)
         """
@@ -425,13 +430,33 @@ def test_processes_waiting_to_time_go_before_processes_waiting_to_tune(tmp_path)
         assert proc.stdout.readline().strip() == "start"
         return proc
 
-    tuners = [start("tune") for _ in range(3)]  # waiting first
-    timer = start("time")
+    tuners = [start(TUNING) for _ in range(3)]  # waiting first
+    timer = start(first)
     times = [json.loads(p.stdout.readline()) for p in [timer, *tuners]]
     for p in [timer, *tuners, holder]:
         p.kill()
         p.wait()
     assert times[0] < min(times[1:]), times
+
+
+def test_workers_on_a_gpu_share_the_cores_out_for_torch_threads(tmp_path):
+    """Several workers on GPUs each get OMP_NUM_THREADS = cores // workers (their CPU
+    work is building models, not measured); CPU cells, one worker and a value the user
+    set keep torch's default."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    executor = Executor(tmp_path, workers=2, env=env, gpus=["GPU-a"], lock_dir=tmp_path / "l")
+    expected = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert executor.cpu_threads_per_worker() == expected
+    worker = executor._spawn("torch", 0)
+    try:
+        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        worker.kill()
+    assert f"OMP_NUM_THREADS={expected}".encode() in environ
+    assert Executor(tmp_path, workers=2, env=env).cpu_threads_per_worker() is None
+    assert Executor(tmp_path, workers=1, env=env, gpus=["a"]).cpu_threads_per_worker() is None
+    mine = {**env, "OMP_NUM_THREADS": "3"}
+    assert Executor(tmp_path, workers=2, env=mine, gpus=["a"]).cpu_threads_per_worker() is None
 
 
 def test_two_slots_of_one_gpu_pin_their_workers_to_it_and_share_its_lock(tmp_path):

@@ -129,6 +129,13 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     assert rows_by_hold["all"][1] == pytest.approx(per_cell, abs=0.02)
     assert rows_by_hold["cells/hour"][1] == pytest.approx(3600 / per_cell, rel=0.01)
 
+    # Every hold the workers made, from the phase's start: the lock's timeline.
+    holds = [line.split() for line in (tmp_path / "parallel.holds.log").read_text().splitlines()]
+    assert {kind for _, kind, _, _ in holds} >= {"timing", "untimed"}
+    assert {worker for worker, *_ in holds} <= {"worker-1", "worker-2"}
+    assert all(0 <= float(start) <= float(end) <= record["elapsed_s"] for *_, start, end in holds)
+    assert "GPU lock held, share of each 30 s" in report
+
     runs = rows(tmp_path / "zoo.duckdb", "SELECT * FROM runs ORDER BY label")
     assert [(r["label"], r["status"], r["cells_recorded"]) for r in runs] == [
         ("throughput-parallel", "finished", 2),
@@ -170,3 +177,19 @@ def test_the_steady_rate_leaves_out_the_start_and_the_tail(tmp_path):
     assert "parallel: with the pipeline full, 18.00x" in report
     serial_row = next(line for line in report.splitlines() if line.startswith("serial "))
     assert serial_row.split()[-1] == "-"  # one worker: nothing to fill
+
+
+def test_the_lock_timeline_sums_the_holds_per_window(tmp_path):
+    """Overlapping shared holds count once; a window without holds reads 0%."""
+    _phase(tmp_path, "serial.json", {"a": 1.0}, 36.0)
+    _phase(tmp_path, "parallel.json", {"a": 1.0}, 90.0, workers=2)
+    holds = [
+        "worker-1 untimed 0.000 15.000",
+        "worker-2 untimed 5.000 15.000",  # beside worker-1's: 15 s of 30 held
+        "worker-1 timing 30.000 60.000",  # all of the second window
+        "worker-2 tuning 75.000 81.000",  # 6 s of the third
+    ]
+    (tmp_path / "parallel.holds.log").write_text("\n".join(holds) + "\n")
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
+    line = report.split("GPU lock held, share of each 30 s")[1].splitlines()[1]
+    assert line.split() == ["parallel", "50%", "100%", "20%"]
