@@ -288,7 +288,10 @@ def _report(out: Path) -> None:
             # Records written before usage kept the lock wait: from the cells' steps.
             used = {"lock_wait": _lock_wait(phase["cells"]), **used}
             print(f"{phase['phase']}: {Usage.from_dict(used).summary()}")
+    together = _serial_together(serial, repeats)
     for phase in repeats:
+        if together is not None and phase["phase"] in together["phase"].split("+"):
+            continue  # more cells, not the same ones again
         print(f"\n{phase['phase']}: the serial phase again (its own noise)")
         _agreement(phase, serial, "serial")
     # The one-GPU baseline of multi-GPU runs: the plain one-GPU parallel run with the most
@@ -303,6 +306,9 @@ def _report(out: Path) -> None:
     for phase in variants:
         print()
         _compare(phase, serial, "the serial cells/hour", "serial")
+        if together is not None:
+            rate_of = f"the cells/hour of {together['phase']} ({len(together['cells'])} cells)"
+            _compare(phase, together, rate_of, together["phase"])
         # Calls of one session can land on different hosts of one kind, whose serial
         # rates differ (113 and 100 cells/hour on two H200 hosts): compare like with like.
         same = _same_gpus(phase, repeats)
@@ -314,6 +320,29 @@ def _report(out: Path) -> None:
     _lock_table(phases)
     _lock_timeline(out)
     _cell_table(serial, phases)
+
+
+def _serial_together(serial: dict, repeats: list[dict]) -> dict | None:
+    """The serial phase and its extensions as one serial phase: the serial records of
+    other cells (``--tag b --models ...``, one call could not reach them) on the same
+    GPUs. None without such a record. A repeat of cells already measured is noise, not
+    more cells, and a record of other GPUs another host's rate: neither joins."""
+    seen = {cell["key"] for cell in serial["cells"]}
+    joined = [serial]
+    for phase in repeats:
+        keys = {cell["key"] for cell in phase["cells"]}
+        if keys and not keys & seen and phase.get("gpu_uuids") == serial.get("gpu_uuids"):
+            joined.append(phase)
+            seen |= keys
+    if len(joined) == 1:
+        return None
+    return {
+        "phase": "+".join(p["phase"] for p in joined),
+        "workers": 1,
+        "gpu_uuids": serial.get("gpu_uuids"),
+        "elapsed_s": sum(p["elapsed_s"] for p in joined),
+        "cells": [cell for p in joined for cell in p["cells"]],
+    }
 
 
 def _compare(phase: dict, baseline: dict, rate_of: str, name: str) -> None:
@@ -414,16 +443,23 @@ def _agreement(phase: dict, baseline: dict, name: str) -> None:
         ("fastest-sample speedup (eager fastest / compiled fastest)", _fastest_speedup),
     ):
         differences = [
-            (abs(speedup(cell) / speedup(other) - 1), cell["model"])
+            (abs(speedup(cell) / speedup(other) - 1), (cell["model"], cell.get("mode", "")))
             for cell, other in pairs
             if speedup(cell) and speedup(other)
         ]
         if differences:
-            worst, worst_model = max(differences)
+            worst, worst_cell = max(differences)
             median = statistics.median(d for d, _ in differences)
+            modes = sorted({mode for _, (_, mode) in differences})
+            by_mode = ", ".join(
+                f"{mode} {statistics.median(d for d, c in differences if c[1] == mode):.1%}"
+                for mode in modes
+            )
             print(
                 f"against {name}, over {len(differences)} cells: {label} median relative "
-                f"difference {median:.1%}, largest {worst:.1%} ({worst_model})"
+                f"difference {median:.1%}"
+                + (f" ({by_mode})" if len(modes) > 1 else "")
+                + f", largest {worst:.1%} ({worst_cell[0]} {worst_cell[1]})"
             )
     print(f"against {name}: status differences: {statuses}")
 

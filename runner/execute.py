@@ -261,10 +261,11 @@ class Executor:
         torch's default (one per core). On GPUs with several workers, the cores shared
         out among them: torch's CPU work there (building the model, initializing its
         weights) is not measured, and at one thread per core each, 16 workers on 16 cores
-        ran 256 OpenMP threads at once, which made a ViT's build 8-10x slower than alone
-        (the third round, docs/PERFORMANCE.md) and starved the lock holder. CPU cells
-        keep the default: their threads are part of what they measure. A value the user
-        set is kept."""
+        ran up to 256 OpenMP threads at once: deit_tiny's build took 14.9 s beside them
+        against 1.5 s with the threads shared out (one H200, 16 workers; vit_base's
+        compile 15-16 s against 7-8 s; docs/PERFORMANCE.md, fourth round). CPU cells keep
+        the default: their threads are part of what they measure. A value the user set
+        is kept."""
         if not self.gpus or self.workers <= 1 or "OMP_NUM_THREADS" in self.env:
             return None
         cores = self._compile_cpus or os.sched_getaffinity(0)

@@ -23,10 +23,12 @@ cell's compile (on an XLA sweep of 8 workers: no cell finished in 4.6 minutes), 
 timer behind a stream of overlapping shared holds. Untimed work goes before tuning
 because its holds are short and each one unblocks a worker: the reference and eager
 outputs come before a cell compiles, the warm-up before it times, the memory pass before
-its worker is free for the next cell. Ranked below tuning (as it was until the fourth
-round on one H200), it waited whenever anyone tuned, which with 16 workers was almost
-always: cells stalled in it until tuning ran dry and then went on all at once, and the
-lock stood idle while the whole wave compiled its next cells.
+its worker is free for the next cell. Ranked below tuning (until the fourth round on one
+H200, docs/PERFORMANCE.md), it waited whenever anyone tuned, which with 16 workers was
+almost always: cells stalled in it until tuning ran dry and then ended in waves (12
+within a second, then none for 86 s), and the lock stood idle while the whole wave
+compiled its next cells. Ranked above it, cells ended evenly and the lock was held
+90-99% of every 30 s after the first.
 
 With ``timing_cpus``, the thread holding the lock also moves onto cores that no
 compiling worker runs on (the executor keeps them free), so the host side of a timed

@@ -76,12 +76,12 @@ def test_report_compares_every_run_with_serial_and_multi_gpu_runs_with_one_gpu(t
         "parallel-all-cells: 16 cores 93% busy · lock of GPU-01234567 held 50% (timing 42%, "
         "tuning 8%) · CPU-bound"
     ) in report
-    assert "speedup median relative difference 2.0%, largest 2.0% (timm/a)" in report
+    assert "speedup median relative difference 2.0%, largest 2.0% (timm/a default)" in report
     # 2 GPUs against the plain one-GPU run, over the 4 cells both ran: median of
     # 0, 0, 10%, 100% is 5%.
     assert (
         "against one-GPU parallel, over 4 cells: speedup median relative difference 5.0%, "
-        "largest 100.0% (timm/d)"
+        "largest 100.0% (timm/d default)"
     ) in report
     assert report.count("against one-GPU parallel") == 3  # speedup, fastest, statuses
     # A per-cell table of the serial cells across every phase.
@@ -156,7 +156,7 @@ def test_a_run_is_also_compared_with_the_serial_run_on_its_own_gpu(tmp_path):
     assert "parallel-all-cells: 18.00x the cells/hour of serial-host2 (its GPU)" in report
     assert (
         "against serial-host2, over 2 cells: speedup median relative difference 5.0%, "
-        "largest 10.0% (timm/b)"
+        "largest 10.0% (timm/b default)"
     ) in report
 
 
@@ -193,3 +193,24 @@ def test_the_lock_timeline_sums_the_holds_per_window(tmp_path):
     report = _benchmark("--phase", "report", "--out", str(tmp_path))
     line = report.split("GPU lock held, share of each 30 s")[1].splitlines()[1]
     assert line.split() == ["parallel", "50%", "100%", "20%"]
+
+
+def test_serial_records_of_other_cells_on_the_same_gpu_join_the_serial_phase(tmp_path):
+    """One call reaches ~10 serial cells: a second (``--tag b`` with other models) adds
+    cells. A repeat of the same cells, or a record from another host, does not join."""
+    host = {"gpu_uuids": ["GPU-1"]}
+    _phase(tmp_path, "serial.json", {"a": 1.0, "b": 2.0}, 72.0, **host)  # 100 cells/hour
+    _phase(tmp_path, "serial-b.json", {"c": 1.0}, 36.0, **host)
+    _phase(tmp_path, "serial-again.json", {"a": 1.1}, 36.0, **host)
+    _phase(tmp_path, "serial-other.json", {"d": 1.0}, 1.0, gpu_uuids=["GPU-2"])
+    speedups = {"a": 1.0, "b": 2.0, "c": 1.5, "d": 1.0}
+    _phase(tmp_path, "parallel.json", speedups, 10.8, workers=8, **host)  # 4 in 10.8 s
+    report = _benchmark("--phase", "report", "--out", str(tmp_path))
+    # 3 cells in 108 s: 100/hour; the parallel phase's 1333/hour is 13.33x that.
+    assert "parallel: 13.33x the cells/hour of serial+serial-b (3 cells)" in report
+    assert (
+        "against serial+serial-b, over 3 cells: speedup median relative difference 0.0%, "
+        "largest 50.0% (timm/c default)"
+    ) in report
+    assert "serial-again: the serial phase again" in report
+    assert "serial-b: the serial phase again" not in report
