@@ -189,13 +189,18 @@ class GpuLock:
         operation = fcntl.LOCK_SH if kind == UNTIMED else fcntl.LOCK_EX
         yields_to = [k for k, rank in _RANK.items() if rank > _RANK[kind]]
         waited = False
+
+        def waiting() -> None:  # announced once, however often it waits
+            nonlocal waited
+            if not waited:
+                self.on_wait()
+                waited = True
+
         while True:
             try:
                 fcntl.flock(fd, operation | fcntl.LOCK_NB)
             except BlockingIOError:
-                if not waited:
-                    self.on_wait()
-                    waited = True
+                waiting()
                 if _RANK[kind] == 0:
                     fcntl.flock(fd, operation)  # nobody yields to tuning: no marker
                 else:
@@ -204,9 +209,7 @@ class GpuLock:
             if not yields_to or not self.waiters(*yields_to):
                 break
             fcntl.flock(fd, fcntl.LOCK_UN)
-            if not waited:
-                self.on_wait()
-                waited = True
+            waiting()
             time.sleep(YIELD_BACKOFF_S)
         if waited:
             self.on_acquired()

@@ -157,6 +157,41 @@ def test_a_dead_holder_releases_the_lock(tmp_path):
         assert time.monotonic() - start < 5
 
 
+def test_a_waiter_announces_its_wait_once_and_its_turn_once(tmp_path):
+    """The worker pauses its cell's clock on the first and resumes it on the second:
+    waiting behind a holder, then yielding to a process waiting to time, is one wait."""
+    calls = []
+    lock = GpuLock(
+        "GPU-w",
+        tmp_path,
+        on_wait=lambda: calls.append("wait"),
+        on_acquired=lambda: calls.append("go"),
+    )
+    holder = _hold_lock_elsewhere("GPU-w", tmp_path, seconds=1.0)
+    lock.waiters_dir.mkdir(exist_ok=True)
+    marker = lock.waiters_dir / f"1-1.{TIMING}"
+    fd = os.open(marker, os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)  # a live process waiting to time: the tuner yields
+
+    def timer_leaves():
+        time.sleep(1.5)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+        marker.unlink()
+
+    leaving = threading.Thread(target=timer_leaves)
+    leaving.start()
+    start = time.monotonic()
+    with lock.held(TUNING):
+        waited = time.monotonic() - start
+    leaving.join()
+    holder.wait()
+    assert waited >= 1.4 and calls == ["wait", "go"]
+    with lock.held(TUNING):  # nobody in the way: nothing announced
+        pass
+    assert calls == ["wait", "go"]
+
+
 def _cells(timeout_s: float = 300.0) -> list[Cell]:
     options = PlanOptions(
         backends=("eager", "aot_eager"),
