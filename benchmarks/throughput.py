@@ -174,9 +174,10 @@ def _run_phase(args) -> None:
 
 
 def _keep_holds(workdir: Path, path: Path, since: float) -> None:
-    """Every lock hold of the phase's workers, one line each, ``WORKER KIND START END``
-    in seconds from the phase's start, in order of start: the lock's timeline (when it
-    stood idle, who held it how long), which the report sums per window."""
+    """Every lock hold of the phase's workers, one line each, ``WORKER LOCK KIND START
+    END`` (times in seconds from the phase's start), in order of start: each lock's
+    timeline (when it stood idle, who held it how long), which the report sums per
+    window."""
     from runner.usage import HOLDS_GLOB
 
     holds = []
@@ -185,14 +186,16 @@ def _keep_holds(workdir: Path, path: Path, since: float) -> None:
         for line in log.read_text().splitlines():
             parts = line.split()
             if len(parts) == 4:
-                _, kind, start, end = parts
-                holds.append((float(start) - since, float(end) - since, worker, kind))
-    path.write_text("".join(f"{w} {k} {s:.3f} {e:.3f}\n" for s, e, w, k in sorted(holds)))
+                key, kind, start, end = parts
+                holds.append((float(start) - since, float(end) - since, worker, key, kind))
+    path.write_text(
+        "".join(f"{w} {key} {k} {s:.3f} {e:.3f}\n" for s, e, w, key, k in sorted(holds))
+    )
 
 
 def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
-    """Per phase with a holds log: the share of each ``window_s`` the GPU lock was held
-    (any kind; with several GPUs, their locks together): where a run left it idle."""
+    """Per phase with a holds log: the share of each ``window_s`` its GPU lock was held
+    (any kind; with several GPUs, the mean over their locks): where a run left it idle."""
     from runner.usage import covered_s
 
     logs = sorted(out.glob("*.holds.log"))
@@ -200,19 +203,22 @@ def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
         return
     print(f"\nGPU lock held, share of each {window_s:.0f} s from the phase's start")
     for log in logs:
-        spans = []
+        spans: dict[str, list[tuple[float, float]]] = {}
         for line in log.read_text().splitlines():
             parts = line.split()
-            if len(parts) == 4:
-                spans.append((float(parts[2]), float(parts[3])))
+            if len(parts) == 5:
+                spans.setdefault(parts[1], []).append((float(parts[3]), float(parts[4])))
         if not spans:
             continue
-        end = max(e for _, e in spans)
+        end = max(e for held in spans.values() for _, e in held)
         shares = []
         for index in range(int(end // window_s) + 1):
             low, high = index * window_s, (index + 1) * window_s
-            clipped = [(max(s, low), min(e, high)) for s, e in spans if e > low and s < high]
-            shares.append(covered_s(clipped) / window_s)
+            covered = [
+                covered_s([(max(s, low), min(e, high)) for s, e in held if e > low and s < high])
+                for held in spans.values()
+            ]
+            shares.append(sum(covered) / len(covered) / window_s)
         cells = " ".join(f"{share:4.0%}" for share in shares)
         print(f"{log.name.removesuffix('.holds.log')[:32]:32} {cells}")
 

@@ -131,8 +131,11 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
 
     # Every hold the workers made, from the phase's start: the lock's timeline.
     holds = [line.split() for line in (tmp_path / "parallel.holds.log").read_text().splitlines()]
-    assert {kind for _, kind, _, _ in holds} >= {"timing", "untimed"}
-    assert {worker for worker, *_ in holds} <= {"worker-1", "worker-2"}
+    assert {kind for _, _, kind, _, _ in holds} >= {"timing", "untimed"}
+    assert {(worker, lock) for worker, lock, *_ in holds} <= {
+        ("worker-1", "cpu"),
+        ("worker-2", "cpu"),
+    }
     assert all(0 <= float(start) <= float(end) <= record["elapsed_s"] for *_, start, end in holds)
     assert "GPU lock held, share of each 30 s" in report
 
@@ -180,19 +183,25 @@ def test_the_steady_rate_leaves_out_the_start_and_the_tail(tmp_path):
 
 
 def test_the_lock_timeline_sums_the_holds_per_window(tmp_path):
-    """Overlapping shared holds count once; a window without holds reads 0%."""
+    """Overlapping shared holds count once; a window without holds reads 0%; with two
+    GPUs, the mean of their locks' shares."""
     _phase(tmp_path, "serial.json", {"a": 1.0}, 36.0)
     _phase(tmp_path, "parallel.json", {"a": 1.0}, 90.0, workers=2)
     holds = [
-        "worker-1 untimed 0.000 15.000",
-        "worker-2 untimed 5.000 15.000",  # beside worker-1's: 15 s of 30 held
-        "worker-1 timing 30.000 60.000",  # all of the second window
-        "worker-2 tuning 75.000 81.000",  # 6 s of the third
+        "worker-1 GPU-a untimed 0.000 15.000",
+        "worker-2 GPU-a untimed 5.000 15.000",  # beside worker-1's: 15 s of 30 held
+        "worker-1 GPU-a timing 30.000 60.000",  # all of the second window
+        "worker-2 GPU-a tuning 75.000 81.000",  # 6 s of the third
     ]
     (tmp_path / "parallel.holds.log").write_text("\n".join(holds) + "\n")
+    other_gpu = ["worker-3 GPU-b timing 0.000 30.000", "worker-3 GPU-b timing 70.000 73.000"]
+    (tmp_path / "parallel-2gpus.holds.log").write_text("\n".join(holds + other_gpu) + "\n")
     report = _benchmark("--phase", "report", "--out", str(tmp_path))
-    line = report.split("GPU lock held, share of each 30 s")[1].splitlines()[1]
-    assert line.split() == ["parallel", "50%", "100%", "20%"]
+    lines = report.split("GPU lock held, share of each 30 s")[1].splitlines()[1:3]
+    assert [line.split() for line in lines] == [
+        ["parallel-2gpus", "75%", "50%", "15%"],  # GPU-b: 100%, 0%, 10%
+        ["parallel", "50%", "100%", "20%"],
+    ]
 
 
 def test_serial_records_of_other_cells_on_the_same_gpu_join_the_serial_phase(tmp_path):
