@@ -178,19 +178,13 @@ def _keep_holds(workdir: Path, path: Path, since: float) -> None:
     END`` (times in seconds from the phase's start), in order of start: each lock's
     timeline (when it stood idle, who held it how long), which the report sums per
     window."""
-    from runner.usage import HOLDS_GLOB
+    from runner.usage import each_hold
 
-    holds = []
-    for log in sorted(workdir.glob(HOLDS_GLOB)):
-        worker = log.stem.removeprefix("holds-")
-        for line in log.read_text().splitlines():
-            parts = line.split()
-            if len(parts) == 4:
-                key, kind, start, end = parts
-                holds.append((float(start) - since, float(end) - since, worker, key, kind))
-    path.write_text(
-        "".join(f"{w} {key} {k} {s:.3f} {e:.3f}\n" for s, e, w, key, k in sorted(holds))
+    holds = sorted(
+        (start - since, end - since, worker, key, kind)
+        for worker, key, kind, start, end in each_hold(workdir)
     )
+    path.write_text("".join(f"{w} {key} {k} {s:.3f} {e:.3f}\n" for s, e, w, key, k in holds))
 
 
 def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
@@ -296,7 +290,7 @@ def _report(out: Path) -> None:
             print(f"{phase['phase']}: {Usage.from_dict(used).summary()}")
     together = _serial_together(serial, repeats)
     for phase in repeats:
-        if together is not None and phase["phase"] in together["phase"].split("+"):
+        if together is not None and any(phase is part for part in together["joined"]):
             continue  # more cells, not the same ones again
         print(f"\n{phase['phase']}: the serial phase again (its own noise)")
         _agreement(phase, serial, "serial")
@@ -344,6 +338,7 @@ def _serial_together(serial: dict, repeats: list[dict]) -> dict | None:
         return None
     return {
         "phase": "+".join(p["phase"] for p in joined),
+        "joined": joined,
         "workers": 1,
         "gpu_uuids": serial.get("gpu_uuids"),
         "elapsed_s": sum(p["elapsed_s"] for p in joined),

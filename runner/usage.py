@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,18 @@ class HoldLog:
             os.close(fd)
 
 
+def each_hold(directory: Path) -> Iterator[tuple[str, str, str, float, float]]:
+    """Every hold logged in ``directory``: (process, key, kind, start, end), the process
+    named by its log (``holds-<name>.log``); lines cut by a kill mid-write are skipped."""
+    for path in sorted(directory.glob(HOLDS_GLOB)):
+        name = path.stem.removeprefix("holds-")
+        for line in path.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 4:
+                key, kind, start, end = parts
+                yield name, key, kind, float(start), float(end)
+
+
 def read_holds(directory: Path, since: float = 0.0) -> dict[str, dict[str, float]]:
     """Seconds each lock was held, per key and kind ("timing", "tuning", "untimed"), from
     every hold log in ``directory``, counting from ``since`` (wall clock: time.time()).
@@ -50,15 +63,10 @@ def read_holds(directory: Path, since: float = 0.0) -> dict[str, dict[str, float
     least one hold of it was on (exclusive holds never overlap, so for them this is
     their sum)."""
     spans: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    for path in sorted(directory.glob(HOLDS_GLOB)):
-        for line in path.read_text().splitlines():
-            parts = line.split()
-            if len(parts) != 4:
-                continue  # a line cut by a kill mid-write
-            key, kind, start, end = parts
-            begin, finish = max(float(start), since), float(end)
-            if finish > begin:
-                spans.setdefault(key, {}).setdefault(kind, []).append((begin, finish))
+    for _, key, kind, start, finish in each_hold(directory):
+        begin = max(start, since)
+        if finish > begin:
+            spans.setdefault(key, {}).setdefault(kind, []).append((begin, finish))
     return {
         key: {kind: covered_s(intervals) for kind, intervals in kinds.items()}
         for key, kinds in spans.items()
