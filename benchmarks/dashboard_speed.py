@@ -50,8 +50,13 @@ sys.path.insert(0, str(REPO))
 
 from dashboard import queries  # noqa: E402
 from dashboard.data import load  # noqa: E402
-from runner.config import cell_key  # noqa: E402
-from runner.store import ENVIRONMENT_COLUMNS, RESULT_TYPES, RUN_COLUMNS, SCHEMA_VERSION  # noqa: E402
+from runner.matrix.cells import cell_key  # noqa: E402
+from runner.store.schema import (  # noqa: E402
+    ENVIRONMENT_COLUMNS,
+    RESULT_TYPES,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+)
 from tests.live_dashboard import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,

@@ -37,7 +37,7 @@ def run_one(name: str, size: str, batch: int, seq_len: int) -> dict[str, object]
     """Build ``hf/<name>``, make its inputs, run one eager forward; the outcome as a dict."""
     import torch
 
-    from runner.failure import signature
+    from runner.measure.failure import signature
     from zoo.hf_suite import list_specs
 
     spec = next(spec for spec in list_specs() if spec.name == name)

@@ -25,7 +25,8 @@ import torch
 from torch._dynamo.utils import counters
 from torch.profiler import ProfilerActivity, profile
 
-from runner.measure import AUTOCAST_DTYPES, _cuda_event_ms, _perf_counter_ms
+from runner.measure.subject import REDUCED_DTYPES as AUTOCAST_DTYPES
+from runner.measure.timing import cuda_event_ms, perf_counter_ms
 from zoo.catalog import select
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -38,7 +39,7 @@ ATTENTION_KINDS = (
 
 
 # The cells' own timers: CUDA events on the GPU, the host clock on a CPU smoke run.
-_time_ms = _cuda_event_ms if DEVICE == "cuda" else _perf_counter_ms
+_time_ms = cuda_event_ms if DEVICE == "cuda" else perf_counter_ms
 
 
 def _latency(eager, compiled, pairs: int) -> tuple[float, float]:

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import statistics
-import tempfile
+import sys
 import time
 from pathlib import Path
 
@@ -94,8 +95,7 @@ class _PhaseClock:
 
 def _run_phase(args) -> None:
     from runner import env as environment
-    from runner import usage
-    from runner.execute import Executor, Interrupted
+    from runner.session import Placement, Session
 
     cells, env, device = _cells(args)
     # The GPUs CUDA_VISIBLE_DEVICES leaves visible (CUDA_VISIBLE_DEVICES=0 for one of two).
@@ -108,10 +108,9 @@ def _run_phase(args) -> None:
     records = []  # one per cell, as it finishes
     clock = _PhaseClock()
     started = time.monotonic()
-    meter = usage.CpuMeter()
-    interrupted = False
-    used = None
-    store, run_id = _start_run(args, env, device, name, len(cells)) if args.db else (None, None)
+    started_wall = time.time()
+    outcome = None
+    serial = args.phase == "serial"
 
     def record(result=None) -> None:
         """Written after every cell, so that a call cut short keeps what it measured."""
@@ -119,78 +118,82 @@ def _run_phase(args) -> None:
             finished_s = round(time.monotonic() - started, 2)
             steps = clock.finish(result.cell_key)
             records.append({**_cell_record(result), "phase_s": steps, "finished_s": finished_s})
-            if store is not None:
-                store.write_results(run_id, [result])
         phase = {
             "phase": name,
             "gpus": len(gpus),
             "gpu_uuids": gpus,
             "gpu_slots": len(slots),
-            "workers": 1 if args.phase == "serial" else args.workers,
-            "timing_cpus": 0 if args.phase == "serial" else args.timing_cpus,
+            "workers": 1 if serial else args.workers,
+            "timing_cpus": 0 if serial else args.timing_cpus,
             "elapsed_s": time.monotonic() - started,
-            "interrupted": interrupted,
-            # What bounded the phase (runner.usage): cores busy, each GPU lock's holds.
-            "usage": used.to_dict() if used else None,
+            "interrupted": outcome is not None and outcome.interrupted,
+            # What bounded the phase (runner.schedule.usage): cores busy, each GPU lock's
+            # holds.
+            "usage": outcome.usage.to_dict() if outcome and outcome.usage else None,
             "cells": records,
         }
         path.write_text(json.dumps(phase, indent=1))
 
-    todo = cells
-    with tempfile.TemporaryDirectory() as workdir:
-        try:
-            if args.phase == "serial":
-                for cell in cells:
-                    if time.monotonic() - started > args.limit_s:
-                        break
-                    # With the GPU's lock, as zoo-run takes it: alone, its holds say
-                    # how long timing and autotuning take undisturbed.
-                    Executor(Path(workdir), workers=1, reuse_workers=False, gpus=gpus[:1]).run(
-                        [cell], on_result=record, on_start=clock.start, on_phase=clock.phase
-                    )
-            else:
-                keep = None if args.all_cells else _serial_keys(args.out)
-                todo = [c for c in cells if keep is None or c.key in keep]
-                Executor(
-                    Path(workdir),
-                    workers=args.workers,
-                    gpus=slots,
-                    timing_cpus_per_gpu=args.timing_cpus,
-                    quiet_timing=args.quiet_timing,
-                ).run(todo, on_result=record, on_start=clock.start, on_phase=clock.phase)
-        except (Interrupted, KeyboardInterrupt):
-            # The cells in flight are lost: the rate of an interrupted phase reads low.
-            interrupted = True
-        workers = 1 if args.phase == "serial" else args.workers
-        used = usage.measure(Path(workdir), meter, workers, len(todo), _lock_wait(records))
-        _keep_holds(Path(workdir), args.out / f"{name}.holds.log", meter.started_wall)
+    if serial:
+        # One cell at a time, each in a fresh process, with the GPU's lock as zoo-run
+        # takes it: alone, its holds say how long timing and autotuning take undisturbed.
+        todo, placement = cells, Placement(workers=1, gpus=tuple(gpus[:1]), reuse_workers=False)
+    else:
+        keep = None if args.all_cells else _serial_keys(args.out)
+        todo = [c for c in cells if keep is None or c.key in keep]
+        placement = Placement(
+            workers=args.workers,
+            gpus=tuple(slots),
+            timing_cpus_per_gpu=args.timing_cpus,
+            quiet_timing=args.quiet_timing,
+        )
+    # The benchmark's cells are results like any sweep's (the serial phase's timings are
+    # undisturbed ones), recorded as a run labelled throughput-<phase> with --db.
+    store = None
+    if args.db:
+        from runner.store.db import Store
+
+        store = Store.open(args.db)
+    session = Session(
+        store,
+        env,
+        device,
+        label=f"throughput-{name}",
+        command=shlex.join(["python", *sys.argv]),
+    )
+    # The cells in flight at an interrupt are lost: the rate of an interrupted phase
+    # reads low.
+    outcome = session.run(
+        todo,
+        placement,
+        on_start=clock.start,
+        on_phase=clock.phase,
+        on_result=record,
+        stop_after_s=args.limit_s if serial else None,
+    )
+    _keep_holds(outcome.holds, args.out / f"{name}.holds.log", started_wall)
     record()
-    if store is not None:
-        store.finish_run(run_id, "interrupted" if interrupted else "finished", len(records))
-    elapsed = time.monotonic() - started
-    note = " (interrupted)" if interrupted else ""
-    print(f"{args.phase}: {len(records)} cells in {elapsed:.0f} s{note} -> {path}")
-    print(used.summary())
+    note = " (interrupted)" if outcome.interrupted else ""
+    print(f"{args.phase}: {len(records)} cells in {outcome.elapsed_s:.0f} s{note} -> {path}")
+    if outcome.usage is not None:
+        print(outcome.usage.summary())
 
 
-def _keep_holds(workdir: Path, path: Path, since: float) -> None:
+def _keep_holds(holds, path: Path, since: float) -> None:
     """Every lock hold of the phase's workers, one line each, ``WORKER LOCK KIND START
     END`` (times in seconds from the phase's start), in order of start: each lock's
     timeline (when it stood idle, who held it how long), which the report sums per
     window."""
-    from runner.usage import each_hold
-
-    holds = sorted(
-        (start - since, end - since, worker, key, kind)
-        for worker, key, kind, start, end in each_hold(workdir)
+    ordered = sorted(
+        (start - since, end - since, worker, key, kind) for worker, key, kind, start, end in holds
     )
-    path.write_text("".join(f"{w} {key} {k} {s:.3f} {e:.3f}\n" for s, e, w, key, k in holds))
+    path.write_text("".join(f"{w} {key} {k} {s:.3f} {e:.3f}\n" for s, e, w, key, k in ordered))
 
 
 def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
     """Per phase with a holds log: the share of each ``window_s`` its GPU lock was held
     (any kind; with several GPUs, the mean over their locks): where a run left it idle."""
-    from runner.usage import covered_s
+    from runner.schedule.usage import covered_s
 
     logs = sorted(out.glob("*.holds.log"))
     if not logs:
@@ -217,28 +220,6 @@ def _lock_timeline(out: Path, window_s: float = 30.0) -> None:
         print(f"{log.name.removesuffix('.holds.log')[:32]:32} {cells}")
 
 
-def _start_run(args, env: dict, device: str, name: str, planned: int):
-    """A run in the database ``args.db`` for the phase's cells, labelled
-    ``throughput-<phase>``: the benchmark's measurements are results like any sweep's
-    (the serial phase's timings are undisturbed ones)."""
-    import shlex
-    import sys
-
-    from runner.store import RunRecord, Store
-
-    store = Store.open(args.db)
-    store.record_environment(env)
-    run = RunRecord.starting(
-        env,
-        device,
-        label=f"throughput-{name}",
-        command=shlex.join(["python", *sys.argv]),
-        cells_planned=planned,
-    )
-    store.start_run(run)
-    return store, run.run_id
-
-
 def _phase_name(args, gpus: int) -> str:
     """``serial``; ``parallel`` with the GPU count beyond one and the reserved cores."""
     tag = f"-{args.tag}" if args.tag else ""
@@ -263,7 +244,7 @@ def _serial_keys(out: Path) -> set[str] | None:
 
 
 def _report(out: Path) -> None:
-    from runner.usage import Usage
+    from runner.schedule.usage import Usage
 
     serial = json.loads((out / "serial.json").read_text())
     repeats = [json.loads(path.read_text()) for path in sorted(out.glob("serial-*.json"))]
@@ -513,7 +494,7 @@ def _timing_quality(phase: dict) -> str:
 
 def _lock_wait(cells: list[dict]) -> float | None:
     """The share of the cells' time (submission to result) spent waiting for a GPU lock."""
-    from runner.gpu_lock import WAITING_PHASE
+    from runner.matrix.phases import WAITING as WAITING_PHASE
 
     steps = [cell["phase_s"] for cell in cells if cell.get("phase_s")]
     total = sum(sum(s.values()) for s in steps)

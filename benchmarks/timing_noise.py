@@ -47,9 +47,9 @@ def build(model_id: str, precision: str, device: str = "cuda"):
     """The model and inputs as a cell on ``device`` builds them, cast to ``precision``."""
     import torch
 
-    from runner.measure import Measurement, _ignore_phase, cast_floats, no_gate
+    from runner.measure.subject import Subject
+    from runner.measure.tensors import cast_floats
     from runner.plan import PlanOptions, plan_cells
-    from runner.result import CellResult
     from zoo.catalog import select
 
     options = PlanOptions(
@@ -61,11 +61,11 @@ def build(model_id: str, precision: str, device: str = "cuda"):
         device=device,
     )
     cell = plan_cells(select([model_id]), options, "noise").cells[0]
-    measurement = Measurement(cell, CellResult.for_cell(cell), [], _ignore_phase, no_gate)
-    measurement.build(None, None)
+    subject = Subject.build(cell)
+    subject.model.eval()
+    subject.load_inputs()
     dtype = {"bf16": torch.bfloat16, "fp64": torch.float64}[precision]
-    model = measurement.model.to(dtype)
-    return model, cast_floats(measurement.inputs, dtype)
+    return subject.model.to(dtype), cast_floats(subject.inputs, dtype)
 
 
 def neighbour(kind: str, model_id: str) -> None:
@@ -165,7 +165,7 @@ def main() -> int:
 
     import torch
 
-    from runner.gpu_lock import move_threads
+    from runner.measure.host import move_threads
 
     all_cpus = sorted(os.sched_getaffinity(0))
     timing, others = all_cpus[-2:], all_cpus[:-2]

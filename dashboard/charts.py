@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from runner.result import STATUSES
+from runner.matrix.results import STATUSES
 
 STATUS_COLORS = {
     "pass": "#2ca02c",

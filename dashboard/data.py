@@ -15,15 +15,11 @@ from pathlib import Path
 
 import duckdb
 
-TABLES = ("runs", "results", "graph_breaks", "environments")
+from runner.store.schema import DEFAULT_DB_PATH, DEFAULT_RUNS_DIR, IDENTITY, TABLES, latest_row
+
 # Rows that can arrive from both sources (a run exported to parquet and still in the
-# database) are kept once, by these keys.
-_IDENTITY = {
-    "runs": "run_id",
-    "results": "result_id",
-    "graph_breaks": "result_id, idx",
-    "environments": "env_id",
-}
+# database) are kept once, by their identity.
+_IDENTITY = {table: ", ".join(columns) for table, columns in IDENTITY.items()}
 # The raw timing samples are the bulk of the results (hundreds of doubles a row) and no
 # page shows them (quartiles are columns of their own): they are not loaded, which
 # makes a cold start of 200,000 rows several times faster. Each side's fastest sample
@@ -34,15 +30,10 @@ _LEAN = {
     "list_min(eager_samples_ms) AS eager_fastest_ms, "
     "list_min(compiled_samples_ms) AS compiled_fastest_ms"
 }
-DEFAULT_RUNS_DIR = Path("data/runs")
-DEFAULT_DB = Path("data/zoo.duckdb")
+DEFAULT_DB = DEFAULT_DB_PATH
 DB_ENV = "ZOO_DB"
 RUNS_DIR_ENV = "ZOO_RUNS_DIR"
 LOCK_RETRY_S = 0.25
-
-
-class DataError(Exception):
-    """The data could not be read; the message says what to do."""
 
 
 @dataclass
@@ -103,13 +94,7 @@ def load(
             parts[table].append(f"user_{table}")
     for table in TABLES:
         _combine(con, table, parts[table])
-    con.execute(
-        """
-        CREATE VIEW latest_results AS
-        SELECT * FROM results
-        QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1
-        """
-    )
+    con.execute(f"CREATE VIEW latest_results AS SELECT * FROM results QUALIFY {latest_row()}")
     return con, sources
 
 
@@ -151,7 +136,7 @@ def _copy_user_tables(
 def _combine(con: duckdb.DuckDBPyConnection, table: str, parts: list[str]) -> None:
     if not parts:
         # No data at all: an empty table with the store's columns keeps queries valid.
-        from runner.store import empty_table_sql
+        from runner.store.schema import empty_table_sql
 
         con.execute(empty_table_sql(table))
         if table in _LEAN:  # the same projection as every source gets: the same columns

@@ -13,8 +13,9 @@ from dataclasses import dataclass, field, fields
 
 import streamlit as st
 
-from runner.config import BACKENDS, DYNAMIC, MODES, NO_MODE, PRECISIONS
-from runner.result import STATUSES
+from runner.backends.registry import names as backend_names
+from runner.matrix.axes import DYNAMIC, MODES, NO_MODE, PRECISIONS
+from runner.matrix.results import STATUSES
 
 SEARCH_KEY = "q"
 SEARCH_MAX_CHARS = 100
@@ -36,7 +37,7 @@ LABELS = {
 # The order a reader expects (the CLI's), not the alphabet; unknown values go last.
 _ORDER = {
     "status": STATUSES,
-    "backend": BACKENDS,
+    "backend": backend_names(),
     "mode": (*MODES, NO_MODE),
     "dynamic": DYNAMIC,
     "precision": PRECISIONS,

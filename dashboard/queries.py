@@ -1,5 +1,7 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+from runner.store.schema import latest_row
+
 # -- pages: Matrix, Summary, Model detail, Failures (dashboard/reads.py runs them) --
 
 # Run once per load: pages read these tables, so a view never re-ranks every result row.
@@ -241,7 +243,7 @@ ORDER BY cells DESC, status, signature
 """
 
 # The newest row of every cell key of one model ($model), all columns but the samples.
-MODEL_CELLS = """
+MODEL_CELLS = f"""
 WITH params AS (SELECT $run::VARCHAR[] AS run)
 SELECT
     r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
@@ -251,7 +253,7 @@ JOIN cells c USING (result_id)
 CROSS JOIN params p
 WHERE r.model_id = $model
     AND (len(p.run) = 0 OR list_contains(p.run, r.run_id) OR list_contains(p.run, c.label))
-QUALIFY row_number() OVER (PARTITION BY r.cell_key ORDER BY r.recorded_at DESC, r.result_id) = 1
+QUALIFY {latest_row("r.cell_key", alias="r")}
 ORDER BY c.config, r.batch_size, r.env_id
 """
 
@@ -281,14 +283,14 @@ WHERE r.result_id = $result_id
 
 # A side of a comparison is a set of run ids or of environment ids; each query below
 # takes, per side, the run ids then the environment ids (one of the two lists empty).
-_COMPARE_SIDE = """
+_COMPARE_SIDE = f"""
     SELECT * FROM results
     WHERE run_id IN (SELECT unnest(?::VARCHAR[])) OR env_id IN (SELECT unnest(?::VARCHAR[]))
-    QUALIFY row_number() OVER (
-        PARTITION BY model_id, size, backend, mode, dynamic, precision, step, batch_size,
-            seq_len, device
-        ORDER BY recorded_at DESC, result_id
-    ) = 1
+    QUALIFY {
+    latest_row(
+        "model_id, size, backend, mode, dynamic, precision, step, batch_size, seq_len, device"
+    )
+}
 """
 
 # Cells match on the cell key fields without env_id, so two environments can be compared.

@@ -16,9 +16,9 @@ import socket
 import subprocess
 import sys
 from datetime import UTC, datetime
-from importlib import metadata
 
-from runner import xla_support
+from runner.backends.xla import support as xla_support
+from runner.matrix.versions import installed
 
 # The versions that make two results comparable. Changing this list changes every
 # environment id: do it only with a schema migration.
@@ -39,10 +39,7 @@ ABSENT = "absent"
 
 
 def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return ABSENT
+    return installed(distribution) or ABSENT
 
 
 def _nvidia_smi() -> list[dict[str, str]]:

@@ -11,8 +11,11 @@ import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
-from runner.config import NO_MODE, Cell, CellConfig
-from runner.result import RETRY_STATUSES
+from runner.backends import registry as backends
+from runner.backends.registry import TORCH_PROCESS
+from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
+from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.results import RETRY_STATUSES
 from zoo.spec import ModelSpec
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -32,21 +35,6 @@ DEFAULT_BATCH = {
 DEFAULT_SEQ_LEN = {
     ("hf", "cuda"): 128,
     ("hf", "cpu"): 16,
-}
-
-# Suites that build a model at more than one size; the others are always "full".
-SIZED_SUITES = ("hf",)
-SIZES = ("tiny", "full")
-
-# Rough seconds per cell for --dry-run, from costs measured on an H200 with 16
-# cores (process start and imports 7-10 s, inductor compile 12-51 s, timing about
-# 1 s, max-autotune-no-cudagraphs 304 s for resnet50) and on 2 CPU cores here.
-_ESTIMATE_S = {
-    ("cuda", "inductor"): 45.0,
-    ("cuda", "max-autotune"): 330.0,
-    ("cpu", "inductor"): 40.0,
-    ("cuda", "other"): 20.0,
-    ("cpu", "other"): 10.0,
 }
 
 
@@ -78,10 +66,11 @@ class Plan:
 
 
 def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
-    """The columns asked for, and one line per combination dropped for the device."""
+    """The columns asked for, and one line per combination dropped for the device (the
+    reasons are the registries', ``runner.backends.registry.cannot_run``)."""
     wanted: list[CellConfig] = []
     for backend in options.backends:
-        modes = options.modes if backend == "inductor" else (NO_MODE,)
+        modes = backends.get(backend).modes_for(options.modes)
         for mode, dynamic, precision, step in itertools.product(
             modes, options.dynamic, options.precisions, options.steps
         ):
@@ -91,7 +80,7 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
     kept, dropped = [], []
     reasons: dict[str, int] = {}
     for config in wanted:
-        reason = _cannot_run(config, options.device)
+        reason = backends.cannot_run(config, options.device)
         if reason is None:
             kept.append(config)
         else:
@@ -100,18 +89,6 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
         plural = "s" if count > 1 else ""
         dropped.append(f"dropped {count} config{plural}: {reason}")
     return kept, dropped
-
-
-def _cannot_run(config: CellConfig, device: str) -> str | None:
-    if device != "cpu":
-        return None
-    if config.backend == "cudagraphs":
-        return "backend cudagraphs needs CUDA (device is cpu)"
-    if config.mode == "reduce-overhead":
-        return "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
-    if config.precision == "fp16":
-        return "precision fp16 is measured on CUDA only (device is cpu)"
-    return None
 
 
 def default_batch_size(spec: ModelSpec, device: str) -> int | None:
@@ -133,16 +110,12 @@ def spec_for_cell(spec: ModelSpec, options: PlanOptions) -> ModelSpec:
 
 
 def default_timeout_s(config: CellConfig) -> float:
-    return AUTOTUNE_TIMEOUT_S if config.mode.startswith("max-autotune") else DEFAULT_TIMEOUT_S
+    return AUTOTUNE_TIMEOUT_S if config.mode in AUTOTUNE_MODES else DEFAULT_TIMEOUT_S
 
 
 def estimate_cell_s(cell: Cell) -> float:
-    backend = cell.config.backend
-    if backend == "inductor" and cell.config.mode.startswith("max-autotune"):
-        backend = "max-autotune" if cell.device == "cuda" else "inductor"
-    if backend not in ("inductor", "max-autotune"):
-        backend = "other"
-    return _ESTIMATE_S[(cell.device, backend)]
+    """Rough seconds for the cell, the backend's estimate (``--dry-run``)."""
+    return backends.get(cell.config.backend).estimate_s(cell.device, cell.config.mode)
 
 
 def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) -> Plan:
@@ -169,7 +142,7 @@ def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) ->
             )
     # Cells of one process kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
-    cells.sort(key=lambda cell: cell.config.process_kind != "torch")
+    cells.sort(key=lambda cell: backends.process_kind(cell.config.backend) != TORCH_PROCESS)
     if one_size:
         plural = "s" if one_size > 1 else ""
         dropped.append(

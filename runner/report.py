@@ -18,8 +18,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from runner.config import Cell
-from runner.result import PASS, STATUSES, CellResult
+from runner.matrix.axes import NO_MODE
+from runner.matrix.cells import Cell
+from runner.matrix.results import PASS, STATUSES, CellResult
 
 _STATUS_STYLE = {
     "pass": "green",
@@ -51,7 +52,7 @@ def make_progress(console: Console) -> Progress:
 def cell_line(result: CellResult, done: int, total: int) -> str:
     """One line per finished cell, so logs of non-interactive runs say what happened."""
     style = _STATUS_STYLE.get(result.status, "")
-    mode = "" if result.mode == "none" else f"/{result.mode}"
+    mode = "" if result.mode == NO_MODE else f"/{result.mode}"
     parts = [
         f"[{done}/{total}]",
         f"{result.model_id}",
@@ -103,7 +104,7 @@ def summary_table(results: list[CellResult]) -> Table:
         speedup = geomean(r.speedup for r in passed)
         compiles = [r.compile_s for r in rows if r.compile_s is not None]
         breaks = sum(r.graph_break_count or 0 for r in rows)
-        mode_text = "" if mode == "none" else f"/{mode}"
+        mode_text = "" if mode == NO_MODE else f"/{mode}"
         table.add_row(
             f"{backend}{mode_text} dyn={dynamic} {precision} {device}",
             f"{len(passed)}/{len(rows)}",

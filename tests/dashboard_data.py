@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner.config import cell_key
-from runner.export import export_runs
-from runner.result import CellResult, GraphBreak
-from runner.store import RunRecord, Store
+from runner.matrix.cells import cell_key
+from runner.matrix.results import CellResult, GraphBreak
+from runner.store.db import Store
+from runner.store.export import export_runs
+from runner.store.schema import RunRecord
 
 ENV = {
     "env_id": "env-test",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 
-from runner.result import CellResult
+from runner.matrix.results import CellResult
 
 DEFAULTS = {
     "model_id": "timm/resnet18",

@@ -22,7 +22,8 @@ from streamlit.testing.v1 import AppTest
 from dashboard import charts, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
-from runner.store import RunRecord, Store
+from runner.store.db import Store
+from runner.store.schema import RunRecord
 from tests.dashboard_data import ENV, SIGNATURE, build, cell, timed
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
@@ -281,7 +282,7 @@ def test_search_text_is_a_parameter_not_sql(fixture_paths):
 
 
 def test_rows_in_both_sources_are_loaded_once(fixture_paths, tmp_path):
-    from runner.export import export_runs
+    from runner.store.export import export_runs
 
     runs_dir, db_path = fixture_paths
     both = tmp_path / "runs"

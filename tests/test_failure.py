@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
-from runner.failure import classify, headline, normalize_message, signature, traceback_tail
+from runner.measure.failure import classify, headline, normalize_message, signature, traceback_tail
 
 
 class Printing(nn.Module):

@@ -19,9 +19,9 @@ import duckdb
 import pytest
 import torch
 
-from runner.cli import main as zoo_run
-from runner.config import Cell, CellConfig
-from runner.measure import measure_cell
+from runner.cell import measure_cell
+from runner.cli.run import main as zoo_run
+from runner.matrix.cells import Cell, CellConfig
 from runner.plan import PlanOptions, plan_cells
 from zoo import _hf_builder, hf_suite, select
 from zoo.cli import main as zoo_list

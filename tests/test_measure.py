@@ -14,15 +14,12 @@ import pytest
 import torch
 from torch import nn
 
-from runner.config import Cell, CellConfig
-from runner.measure import (
-    HELD_WARMUPS,
-    WARMUPS,
-    _tf32_disabled,
-    compare_outputs,
-    measure_cell,
-    summarize_reason,
-)
+from runner.backends.torch_compile import summarize_reason
+from runner.cell import measure_cell
+from runner.matrix.cells import Cell, CellConfig
+from runner.measure.accuracy import compare_outputs
+from runner.measure.isolation import tf32_disabled
+from runner.measure.timing import HELD_WARMUPS, WARMUPS
 from zoo.spec import ModelSpec
 
 # -- modules -------------------------------------------------------------------------
@@ -334,7 +331,7 @@ def test_compile_happens_outside_the_timing_gate_and_timing_inside():
         model=CountedMlp(),
         inputs_fn=features,
         report_phase=lambda phase: phases.append((phase, held[-1] if held else None)),
-        timing_gate=Gate,
+        gate=Gate,
     )
     assert dict(phases) == {
         "build": None,
@@ -383,7 +380,7 @@ def test_tf32_is_off_inside_and_restored_after():
     saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     torch.backends.cuda.matmul.allow_tf32 = True
     try:
-        with _tf32_disabled(on_cuda=True):
+        with tf32_disabled(on_cuda=True):
             assert not torch.backends.cuda.matmul.allow_tf32
             assert not torch.backends.cudnn.allow_tf32
         assert torch.backends.cuda.matmul.allow_tf32

@@ -10,10 +10,12 @@ import pytest
 
 from dashboard import compare
 from dashboard.data import load
-from runner import merge
-from runner.export import export_runs
-from runner.result import CellResult
-from runner.store import SCHEMA_VERSION, RunRecord, Store
+from runner.cli import merge as merge_cli
+from runner.matrix.results import CellResult
+from runner.store import merge
+from runner.store.db import Store
+from runner.store.export import export_runs
+from runner.store.schema import SCHEMA_VERSION, RunRecord
 from tests.results import make_result
 
 SHIPPED_RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -307,7 +309,7 @@ def counts(path: Path) -> dict[str, int]:
 def test_merge_two_sources_then_again_changes_nothing(capsys, db, tmp_path):
     shards, other = split_sources(db, tmp_path)
     target = tmp_path / "merged" / "zoo.duckdb"
-    assert merge.main([str(shards), str(other), "--into", str(target)]) == 0
+    assert merge_cli.main([str(shards), str(other), "--into", str(target)]) == 0
     out = capsys.readouterr().out
     assert "from 2 run folder(s) under" in out
     assert summary(out) == {
@@ -321,7 +323,7 @@ def test_merge_two_sources_then_again_changes_nothing(capsys, db, tmp_path):
     assert "readers take the latest by recorded_at" in out
     assert counts(target) == counts(db) == {"runs": 3, "results": 14, "environments": 2}
 
-    assert merge.main([str(shards / RUN_A1), str(other), "--into", str(target)]) == 0
+    assert merge_cli.main([str(shards / RUN_A1), str(other), "--into", str(target)]) == 0
     out = capsys.readouterr().out
     assert summary(out) == {
         "runs": (0, 2),
@@ -337,7 +339,7 @@ def test_merge_two_sources_then_again_changes_nothing(capsys, db, tmp_path):
 
 def test_merge_real_shipped_runs(capsys, tmp_path):
     target = tmp_path / "merged.duckdb"
-    assert merge.main([str(SHIPPED_RUNS), "--into", str(target)]) == 0
+    assert merge_cli.main([str(SHIPPED_RUNS), "--into", str(target)]) == 0
     out = capsys.readouterr().out
     # What the shipped parquet holds, counted apart from the merge.
     with duckdb.connect() as con:
@@ -369,7 +371,7 @@ def test_merge_waits_for_a_source_held_by_a_writer(capsys, db, tmp_path):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert merge.main([str(db), "--into", str(tmp_path / "merged.duckdb")]) == 0
+        assert merge_cli.main([str(db), "--into", str(tmp_path / "merged.duckdb")]) == 0
     finally:
         holder.wait(timeout=30)
     assert summary(capsys.readouterr().out)["results"] == (14, 0)
@@ -386,7 +388,7 @@ def test_merge_refuses_a_newer_schema(capsys, db, tmp_path):
         )
         con.execute(f"COPY t TO '{results}' (FORMAT parquet)")
     target = tmp_path / "merged.duckdb"
-    assert merge.main([str(shards), "--into", str(target)]) == 2
+    assert merge_cli.main([str(shards), "--into", str(target)]) == 2
     err = capsys.readouterr().err
     assert f"schema version {SCHEMA_VERSION + 1}, newer than this zoo-matrix knows" in err
     assert "Upgrade zoo-matrix" in err
@@ -396,11 +398,11 @@ def test_merge_refuses_a_newer_schema(capsys, db, tmp_path):
 def test_merge_unwritable_target(capsys, db, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a directory")
-    assert merge.main([str(db), "--into", str(blocker / "zoo.duckdb")]) == 2
+    assert merge_cli.main([str(db), "--into", str(blocker / "zoo.duckdb")]) == 2
     assert "cannot create the directory" in capsys.readouterr().err
-    assert merge.main([str(db), "--into", str(tmp_path)]) == 2
+    assert merge_cli.main([str(db), "--into", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
-    assert merge.main([str(db), "--into", str(db)]) == 2
+    assert merge_cli.main([str(db), "--into", str(db)]) == 2
     assert "merges into itself" in capsys.readouterr().err
 
 
@@ -420,7 +422,7 @@ def test_merge_bad_source_leaves_target_untouched(capsys, db, tmp_path, kind):
     elif kind == "one file":
         export_runs(db, tmp_path / "shards", run_ids=[RUN_B])
         source = tmp_path / "shards" / RUN_B / "results.parquet"
-    assert merge.main([str(source), "--into", str(target)]) == 2
+    assert merge_cli.main([str(source), "--into", str(target)]) == 2
     assert "zoo-merge: error:" in capsys.readouterr().err
     assert digest(target) == before
 
@@ -430,6 +432,6 @@ def test_merge_refuses_a_target_that_is_not_a_zoo_database(capsys, db, tmp_path)
     with duckdb.connect(str(target)) as con:
         con.execute("CREATE TABLE t (x INTEGER)")
     before = digest(target)
-    assert merge.main([str(db), "--into", str(target)]) == 2
+    assert merge_cli.main([str(db), "--into", str(target)]) == 2
     assert "not a zoo-matrix one" in capsys.readouterr().err
     assert digest(target) == before

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from runner.config import Cell, CellConfig
-from runner.execute import STOPPED, WAITING_FOR_GPU, Executor, _Running
-from runner.gpu_lock import TIMING, TUNING, UNTIMED, GpuLock, split_cpus
+from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.holds import TIMING, TUNING, UNTIMED
 from runner.plan import PlanOptions, plan_cells
-from runner.usage import HoldLog, Usage, read_holds
+from runner.schedule.cpus import split_cpus
+from runner.schedule.executor import STOPPED, WAITING_FOR_GPU, Executor, _Running
+from runner.schedule.gpu_lock import GpuLock
+from runner.schedule.usage import HoldLog, Usage, read_holds
 from zoo.catalog import select
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -32,7 +34,9 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         f"""
         import json, sys, time
         from pathlib import Path
-        from runner.gpu_lock import TIMING, TUNING, UNTIMED, GpuLock, split_cpus
+        from runner.matrix.holds import TIMING, TUNING, UNTIMED
+        from runner.schedule.cpus import split_cpus
+        from runner.schedule.gpu_lock import GpuLock
         lock = GpuLock("GPU-test", Path({str(tmp_path)!r}))
         with lock.held():
             with lock.held():  # re-entrant: Inductor's benchmarking inside our timing
@@ -58,7 +62,7 @@ def test_untimed_holds_share_the_lock_with_each_other_and_with_nothing_else(tmp_
         f"""
         import json, sys, time
         from pathlib import Path
-        from runner.gpu_lock import GpuLock
+        from runner.schedule.gpu_lock import GpuLock
         lock = GpuLock("GPU-shared", Path({str(tmp_path)!r}))
         print("start", flush=True)
         with lock.held(sys.argv[1]):
@@ -133,7 +137,7 @@ def _hold_lock_elsewhere(key: str, lock_dir: Path, seconds: float) -> subprocess
         [
             sys.executable,
             "-c",
-            "import time; from pathlib import Path; from runner.gpu_lock import GpuLock, split_cpus; "
+            "import time; from pathlib import Path; from runner.schedule.gpu_lock import GpuLock; from runner.schedule.cpus import split_cpus; "
             f"held = GpuLock({key!r}, Path({str(lock_dir)!r})).held(); held.__enter__(); "
             f"print('held', flush=True); time.sleep({seconds})",
         ],
@@ -317,7 +321,7 @@ def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
 def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys, quiet):
     import duckdb
 
-    from runner.cli import main
+    from runner.cli.run import main
 
     db = tmp_path / "zoo.duckdb"
     args = ["--models", "test_resnet,test_vit", "--backends", "eager", "--device", "cpu"]
@@ -448,7 +452,7 @@ def test_processes_waiting_to_time_or_to_do_untimed_work_go_before_those_waiting
         """
         import json, sys, time
         from pathlib import Path
-        from runner.gpu_lock import GpuLock
+        from runner.schedule.gpu_lock import GpuLock
         lock = GpuLock("GPU-order", Path(sys.argv[1]))
         print("start", flush=True)
         with lock.held(sys.argv[2]):
@@ -534,7 +538,7 @@ def _worker_states(workdir: Path) -> dict[str, tuple[str, str]]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-            if b"runner.worker" not in command:
+            if b"runner.schedule.worker" not in command:
                 continue
             status_file = Path(command[command.index(b"--status-file") + 1].decode())
             if status_file.parent != workdir:
@@ -594,7 +598,7 @@ def test_a_stopped_worker_dies_with_its_parent(tmp_path):
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from runner.execute import Worker; "
+            "import sys, time; from pathlib import Path; from runner.schedule.executor import Worker; "
             f"w = Worker('torch', Path({str(tmp_path)!r}), 'w', dict(__import__('os').environ)); "
             "print(w.proc.pid, flush=True); time.sleep(600)",
         ],

@@ -1,4 +1,4 @@
-"""A worker's helper processes run below its lock-holding main thread (runner.priority),
+"""A worker's helper processes run below its lock-holding main thread (runner.schedule.cpus),
 on real processes: a worker stand-in with a helper (which has a child of its own) and a
 timing process it must leave alone."""
 
@@ -13,17 +13,18 @@ import time
 
 import pytest
 
-from runner.gpu_lock import TUNING, GpuLock
-from runner.priority import HELPER_NICE, HOLDER_NICE, Boost, children, helpers
+from runner.matrix.holds import TUNING
+from runner.schedule.cpus import HELPER_NICE, HOLDER_NICE, Boost, children, helpers
+from runner.schedule.gpu_lock import GpuLock
 
 SLEEP = "import time; time.sleep(120)"
 WORKER = f"""
 import subprocess, sys, time
-from runner.priority import keep_helpers_low
+from runner.schedule.cpus import keep_helpers_low
 helper = subprocess.Popen([sys.executable, "-c",
     "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {SLEEP!r}]); "
     "time.sleep(120)"])
-timer = subprocess.Popen([sys.executable, "-c", {SLEEP!r}, "runner.eager_baseline"])
+timer = subprocess.Popen([sys.executable, "-c", {SLEEP!r}, "runner.backends.xla.eager_baseline"])
 keep_helpers_low(busy=lambda: sys.argv[1] == "busy", every_s=0.1)
 print(helper.pid, timer.pid, flush=True)
 time.sleep(120)
@@ -110,7 +111,7 @@ def test_without_the_privilege_the_boost_turns_itself_off():
     """As an unprivileged user (root drops to nobody in a child process first)."""
     script = (
         "import os\n"
-        "from runner.priority import Boost\n"  # before: nobody may not read the stdlib
+        "from runner.schedule.cpus import Boost\n"  # before: nobody may not read the stdlib
         "if os.geteuid() == 0:\n"
         "    os.setgid(65534); os.setuid(65534)\n"
         "boost = Boost(); before = os.getpriority(os.PRIO_PROCESS, 0)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import main
+from runner.cli.run import main
 from tests.results import rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -130,7 +130,7 @@ def test_crash_and_hang_become_rows_and_the_sweep_goes_on(tmp_path, capsys):
 def test_ctrl_c_records_nothing_in_flight_and_prints_the_summary(tmp_path):
     db = tmp_path / "zoo.duckdb"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner.cli", "--models", "test_resnet", "--module",
+        [sys.executable, "-m", "runner.cli.run", "--models", "test_resnet", "--module",
          f"{MISBEHAVING}:HangWhenCompiled", "--backends", "eager", "--device", "cpu",
          "--timeout", "120", "--db", str(db)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -155,7 +155,9 @@ def test_ctrl_c_records_nothing_in_flight_and_prints_the_summary(tmp_path):
     (run,) = rows(db, "SELECT * FROM runs")
     assert run["status"] == "interrupted" and run["cells_recorded"] == 1
     # No worker is left behind.
-    leftover = subprocess.run(["pgrep", "-f", "runner.worker"], capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["pgrep", "-f", "runner.schedule.worker"], capture_output=True, text=True
+    )
     assert str(proc.pid) not in leftover.stdout
 
 
@@ -235,7 +237,7 @@ def test_shards_partition_the_plan():
 def test_worker_leaves_no_process_behind_after_a_timeout(tmp_path):
     # The hang test above kills the worker's whole process group; check here that the
     # executor's kill reaches grandchildren too.
-    from runner.execute import Worker
+    from runner.schedule.executor import Worker
 
     worker = Worker("torch", tmp_path, "w", dict(os.environ))
     pid = worker.proc.pid

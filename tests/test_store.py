@@ -8,18 +8,13 @@ from datetime import UTC, datetime
 import duckdb
 import pytest
 
-from runner.export import export_runs, main
-from runner.result import GraphBreak, result_columns
-from runner.store import (
-    MIGRATIONS,
-    RESULT_TYPES,
-    SCHEMA_VERSION,
-    DatabaseLockedError,
-    RunRecord,
-    Store,
-)
+from runner.cli.export import main
+from runner.matrix.results import GraphBreak, result_columns
+from runner.store.db import Store
+from runner.store.export import export_runs
+from runner.store.schema import MIGRATIONS, RESULT_TYPES, SCHEMA_VERSION, RunRecord
 from tests.results import make_result
-from zoo.errors import UsageError
+from zoo.errors import DatabaseLockedError, UsageError
 
 ENV = {
     "env_id": "env-a",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runner.usage import Usage
+from runner.schedule.usage import Usage
 from tests.results import rows
 
 BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "throughput.py"

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from runner.cli import main
-from runner.config import NO_MODE, Cell, CellConfig
-from runner.execute import Executor
-from runner.xla_support import routes, unavailable_reason
+from runner.backends.registry import process_kind
+from runner.backends.xla.support import routes, unavailable_reason
+from runner.cli.run import main
+from runner.matrix.axes import NO_MODE
+from runner.matrix.cells import Cell, CellConfig
+from runner.schedule.executor import Executor
 from tests.results import rows
 from zoo.catalog import select
 
@@ -141,7 +143,7 @@ def test_the_plan_keeps_each_process_kind_together():
         device="cpu",
     )
     cells = plan_cells(select(["test_resnet", "test_vit"]), options, "env").cells
-    assert [cell.config.process_kind for cell in cells] == ["torch"] * 2 + ["xla"] * 4
+    assert [process_kind(cell.config.backend) for cell in cells] == ["torch"] * 2 + ["xla"] * 4
 
 
 def _xla_cell_of_misbehaving_model(tmp_path, name: str):
@@ -179,7 +181,7 @@ def test_the_eager_baseline_times_blocks_on_the_cores_it_is_sent(tmp_path):
     cell = Cell(spec, CellConfig("xla", NO_MODE, "false", "fp32"), "full", 2, None, "cpu", "t")
     core = max(os.sched_getaffinity(0))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "runner.eager_baseline"],
+        [sys.executable, "-m", "runner.backends.xla.eager_baseline"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,

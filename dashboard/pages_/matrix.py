@@ -12,7 +12,7 @@ import math
 import streamlit as st
 
 from dashboard import charts, reads
-from runner.result import STATUSES
+from runner.matrix.results import STATUSES
 
 PER_PAGE = 50
 STATUS_MEANING = {

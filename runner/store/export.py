@@ -6,15 +6,14 @@ carries the schema version it was written under.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from pathlib import Path
 
-from runner.store import DEFAULT_DB_PATH, Store
-from zoo.errors import UsageError, ZooMatrixError
+from runner.store.db import Store
+from runner.store.schema import DEFAULT_DB_PATH, DEFAULT_RUNS_DIR
+from zoo.errors import UsageError
 
-DEFAULT_OUT_DIR = Path("data/runs")
+DEFAULT_OUT_DIR = DEFAULT_RUNS_DIR
 
 # Each query takes the run id for every "?".
 SHARD_QUERIES = {
@@ -109,38 +108,3 @@ def export_runs(
                 )
                 written.append(path)
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="zoo-export",
-        description="Export runs from a zoo-matrix database as parquet shards "
-        "(<out>/<run_id>/<table>.parquet). With no --run or --label, every run.",
-    )
-    parser.add_argument(
-        "--db", type=Path, default=DEFAULT_DB_PATH, help=f"database (default {DEFAULT_DB_PATH})"
-    )
-    parser.add_argument(
-        "--run", dest="run_ids", action="append", metavar="ID", help="a run id (repeatable)"
-    )
-    parser.add_argument("--label", help="every run with this label")
-    parser.add_argument(
-        "--out", type=Path, default=DEFAULT_OUT_DIR, help=f"directory (default {DEFAULT_OUT_DIR})"
-    )
-    args = parser.parse_args(argv)
-    try:
-        paths = export_runs(args.db, args.out, run_ids=args.run_ids, label=args.label)
-    except ZooMatrixError as error:
-        print(f"zoo-export: error: {error}", file=sys.stderr)
-        return error.exit_code
-    if not paths:
-        print(f"no runs in {args.db}: nothing exported")
-        return 0
-    for path in paths:
-        print(f"wrote {path}")
-    print(f"exported {len(paths) // len(SHARD_QUERIES)} run(s) to {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,19 +6,15 @@ import argparse
 import os
 import shlex
 import sys
-import tempfile
-import time
 from importlib import metadata
 from pathlib import Path
 
-from runner.config import BACKENDS, DEVICES, DYNAMIC, MODES, PRECISIONS, STEPS
-from runner.plan import SIZES, Plan, PlanOptions, plan_cells, shard, skip_recorded
-from zoo.errors import UsageError
-
-DEFAULT_DB = Path("data/zoo.duckdb")
-# Steps named by the design that are not measured yet; asking for them is an error
-# that says so, not a silent skip.
-PLANNED_STEPS = {"train": "the train step (forward, loss, backward, optimizer) is not built yet"}
+from runner.backends import registry as backends
+from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
+from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded
+from runner.steps import registry as steps
+from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
+from zoo.errors import UsageError, run_command
 
 
 def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = None):
@@ -110,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "returns a tuple of tensors (repeatable)",
     )
     axes = parser.add_argument_group("configs (comma-separated; cells are the cross product)")
-    axes.add_argument("--backends", type=_axis("backend", BACKENDS), default=("inductor",))
+    axes.add_argument("--backends", type=_axis("backend", backends.names()), default=("inductor",))
     axes.add_argument(
         "--modes",
         type=_axis("mode", MODES),
@@ -124,7 +120,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="default: bf16 (autocast) on cuda, fp32 on cpu",
     )
-    axes.add_argument("--step", type=_axis("step", STEPS, PLANNED_STEPS), default=("infer",))
+    axes.add_argument(
+        "--step", type=_axis("step", steps.names(), steps.PLANNED), default=(steps.INFER,)
+    )
     cell = parser.add_argument_group("cells")
     cell.add_argument(
         "--batch-size",
@@ -243,13 +241,8 @@ def make_plan(args, device: str, env_id: str) -> Plan:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    try:
-        return _run(args, argv)
-    except UsageError as error:
-        print(f"zoo-run: error: {error}", file=sys.stderr)
-        return error.exit_code
+    args = build_parser().parse_args(argv)
+    return run_command("zoo-run", _run, args, argv)
 
 
 def _run(args, argv: list[str] | None) -> int:
@@ -260,7 +253,7 @@ def _run(args, argv: list[str] | None) -> int:
     out = _console(stderr=False)
     device = _device(args)
     if args.timing_cpus and device == "cuda":
-        from runner.gpu_lock import split_cpus
+        from runner.schedule.cpus import split_cpus
 
         try:
             split_cpus(os.sched_getaffinity(0), len(environment.gpu_uuids()), args.timing_cpus)
@@ -274,7 +267,7 @@ def _run(args, argv: list[str] | None) -> int:
     select(args.models, args.module)
     store = None
     if not args.dry_run or args.db.exists():
-        from runner.store import Store
+        from runner.store.db import Store
 
         store = Store.open(args.db)
     env = environment.capture(device)
@@ -320,37 +313,27 @@ def default_workers(device: str, env) -> int:
 
 def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> int:
     from runner import env as environment
-    from runner.execute import Executor, Interrupted
     from runner.report import cell_line, make_progress, summary_table
-    from runner.store import RunRecord
+    from runner.session import Placement, Session
 
     command = shlex.join(["zoo-run", *(sys.argv[1:] if argv is None else argv)])
-    store.record_environment(env)
-    run = RunRecord.starting(
-        env,
-        device,
-        label=args.label,
-        command=command,
-        zoo_version=_version(),
-        cells_planned=len(plan.cells),
-    )
-    run_id = run.run_id
-    store.start_run(run)
     gpus = environment.gpu_uuids() if device == "cuda" else []
     workers = min(args.workers or default_workers(device, env), len(plan.cells))
     # On the CPU the timed calls and the neighbours' compiles share the same cores:
-    # without stopping them, 2 workers on 2 cores recorded speedups up to 442% off the
-    # serial ones (docs/PERFORMANCE.md); with it, at most 6.7%, at the same cells/hour.
+    # without stopping them, timings of parallel workers are far off the serial ones
+    # (docs/logs/throughput_cpu_quiet_timing.txt); with it, within a few percent.
     quiet_timing = args.quiet_timing or (device == "cpu" and workers > 1)
-    console.print(
-        f"run {run_id} · {len(plan.cells)} cells · {device} · {workers} worker(s)"
-        f"{' (quiet timing)' if quiet_timing and workers > 1 else ''} · database {args.db}"
+    placement = Placement(
+        workers=workers,
+        gpus=tuple(gpus),
+        timing_cpus_per_gpu=args.timing_cpus,
+        quiet_timing=quiet_timing,
     )
-    results = []
+    session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())
     total = len(plan.cells)
     progress = make_progress(console)
     task = progress.add_task("starting", total=total)
-    status = "finished"
+    done = 0
 
     def on_start(cell):
         progress.update(task, description=f"{cell.describe()} · starting")
@@ -359,36 +342,36 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         progress.update(task, description=f"{cell.describe()} · {phase}")
 
     def on_result(result):
-        store.write_results(run_id, [result])
-        results.append(result)
+        nonlocal done
+        done += 1
         progress.advance(task)
-        progress.console.print(cell_line(result, len(results), total))
+        progress.console.print(cell_line(result, done, total))
 
-    started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir, progress:
-        executor = Executor(
-            Path(workdir),
-            workers=workers,
-            gpus=gpus,
-            timing_cpus_per_gpu=args.timing_cpus,
-            quiet_timing=quiet_timing,
+    def on_started(run_id: str) -> None:
+        console.print(
+            f"run {run_id} · {total} cells · {device} · {workers} worker(s)"
+            f"{' (quiet timing)' if quiet_timing and workers > 1 else ''} · database {args.db}"
         )
-        try:
-            executor.run(plan.cells, on_result=on_result, on_start=on_start, on_phase=on_phase)
-        except Interrupted:
-            status = "interrupted"
-    store.finish_run(run_id, status, len(results))
-    elapsed = time.monotonic() - started
+
+    with progress:
+        outcome = session.run(
+            plan.cells,
+            placement,
+            on_start=on_start,
+            on_phase=on_phase,
+            on_result=on_result,
+            on_started=on_started,
+        )
+    results = outcome.results
     out.print(summary_table(results))
     out.print(
-        f"{len(results)} of {total} cells recorded in {elapsed / 60:.1f} min · run {run_id}"
-        + (f" · label {args.label}" if args.label else "")
-        + f" · {args.db}"
+        f"{len(results)} of {total} cells recorded in {outcome.elapsed_s / 60:.1f} min · "
+        f"run {outcome.run_id}" + (f" · label {args.label}" if args.label else "") + f" · {args.db}"
     )
-    if executor.usage is not None and (summary := executor.usage.summary()):
+    if outcome.usage is not None and (summary := outcome.usage.summary()):
         # What limited the run: the cores (compiling) or a GPU's lock (timing).
         out.print(summary)
-    if status == "interrupted":
+    if outcome.interrupted:
         out.print(
             f"interrupted: {total - len(results)} cells not recorded; "
             "the same command resumes where this one stopped"

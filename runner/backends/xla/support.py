@@ -13,6 +13,9 @@ import json
 import re
 from importlib import metadata
 
+from runner.matrix.versions import installed as version
+from runner.matrix.versions import major_minor
+
 XLA = "xla"
 XLA_EXPORT = "xla_export"
 TORCH_XLA = "torch_xla"
@@ -22,18 +25,6 @@ XLA_BACKENDS = (XLA, XLA_EXPORT, TORCH_XLA)
 TORCHAX_NEWEST_TORCH = {"0.0.13": (2, 12)}
 # torch_xla dropped CUDA: deprecated in 2.8, removed in 2.9.
 TORCH_XLA_LAST_CUDA = (2, 8)
-
-
-def version(distribution: str) -> str | None:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def major_minor(text: str) -> tuple[int, int]:
-    match = re.match(r"(\d+)\.(\d+)", text)
-    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def jax_platforms() -> list[str]:

@@ -6,35 +6,24 @@ share one lock), and ``flock`` releases it when a holder dies, so a crashed work
 never wedge the sweep. The lock is re-entrant within a process: Inductor's kernel
 benchmarking during max-autotune takes it too, possibly while it is already held.
 
-Three kinds of holders, by rank:
-- timing (a cell's timed calls), exclusive;
-- untimed (GPU work that is not timed but must not run beside a neighbour's timing or
-  tuning: the fp64 reference, the eager outputs, the warm-up before timing, the
-  peak-memory pass), shared: such holds run beside each other. On one H200 with 12
-  workers, when every hold was exclusive, the lock was held 94% of the run and bounded
-  it (docs/PERFORMANCE.md);
-- tuning (autotuners that time kernels while compiling: Inductor's benchmarking, XLA's
-  compile), exclusive.
+Three kinds of holders (``runner.matrix.holds``), by rank: timing (exclusive), untimed
+(shared with other untimed work, never beside timing or tuning) and tuning (exclusive).
 A holder gives the lock back to a waiter of higher rank: a process waiting to time or to
 do untimed work leaves a marker file (flocked, so a dead waiter's marker is recognized
 as stale), and a lower-ranked process that gets the lock while such a marker lives gives
-it back and tries again. Otherwise a cell that has compiled waits behind every other
-cell's compile (on an XLA sweep of 8 workers: no cell finished in 4.6 minutes), and a
-timer behind a stream of overlapping shared holds. Untimed work goes before tuning
-because its holds are short and each one unblocks a worker: the reference and eager
-outputs come before a cell compiles, the warm-up before it times, the memory pass before
-its worker is free for the next cell. Ranked below tuning (until the fourth round on one
-H200, docs/PERFORMANCE.md), it waited whenever anyone tuned, which with 16 workers was
-almost always: cells stalled in it until tuning ran dry and then ended in waves (12
-within a second, then none for 86 s), and the lock stood idle while the whole wave
-compiled its next cells. Ranked above it, cells ended evenly and the lock was held
-90-99% of every 30 s after the first.
+it back and tries again. Without that, a cell that has compiled waits behind every other
+cell's compile, and a timer behind a stream of overlapping shared holds. Untimed work
+ranks above tuning because its holds are short and each one unblocks a worker (the
+reference and eager outputs come before a cell compiles, the warm-up before it times,
+the memory pass before its worker is free): ranked below it, cells stall while anyone
+tunes and then end in waves, leaving the lock idle while the wave compiles. The rounds
+that led to these rules are in docs/PERFORMANCE.md ("Sweep throughput").
 
 With ``timing_cpus``, the thread holding the lock also moves onto cores that no
 compiling worker runs on (the executor keeps them free), so the host side of a timed
 call (Python, kernel launches) does not share a core with its neighbours' compiles.
-With ``boost`` (``runner.priority.Boost``) the holding thread's CPU priority is raised
-for the hold instead, where the privilege is there, so that no core is needed for it.
+With ``boost`` (``runner.schedule.cpus.Boost``) the holding thread's CPU priority is
+raised for the hold instead, where the privilege is there, so that no core is needed.
 """
 
 from __future__ import annotations
@@ -46,16 +35,16 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from runner.priority import Boost
-from runner.usage import HoldLog
+from runner.matrix.holds import TIMING, TUNING, UNTIMED
+from runner.measure.host import move_threads
+from runner.schedule.cpus import Boost
+from runner.schedule.usage import HoldLog
 
 DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "zoo-matrix-locks"
-WAITING_PHASE = "waiting for the GPU"
 # The kinds of hold, by rank: a hold gives the lock back to a waiter of a higher rank.
-TIMING, TUNING, UNTIMED = "timing", "tuning", "untimed"
 _RANK = {TUNING: 0, UNTIMED: 1, TIMING: 2}
 # How long a holder that gave the lock back to a waiter of higher rank sleeps before
 # trying again.
@@ -274,42 +263,3 @@ def guard_inductor_benchmarking(lock: GpuLock) -> None:
 
         guarded._zoo_guarded = True
         cls.benchmark_gpu = guarded
-
-
-def move_threads(cpus: Iterable[int] | None) -> None:
-    """Every thread of this process onto ``cpus`` (Linux sets affinity per thread)."""
-    if not cpus:
-        return
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(ProcessLookupError):
-            os.sched_setaffinity(int(tid), cpus)
-
-
-def parse_cpus(text: str | None) -> frozenset[int] | None:
-    """``"0,1,5"`` -> {0, 1, 5}; empty or None -> None."""
-    return frozenset(int(part) for part in text.split(",")) if text else None
-
-
-def format_cpus(cpus: Iterable[int]) -> str:
-    return ",".join(str(cpu) for cpu in sorted(cpus))
-
-
-def split_cpus(
-    available: Iterable[int], gpus: int, per_gpu: int
-) -> tuple[list[frozenset[int]], frozenset[int]]:
-    """``per_gpu`` cores reserved for the timing of each GPU (the highest-numbered ones)
-    and the rest, where workers compile. At least one core is always left to compile."""
-    cores = sorted(available)
-    reserved = per_gpu * gpus
-    if per_gpu < 0 or reserved >= len(cores):
-        raise ValueError(
-            f"cannot reserve {per_gpu} core(s) for each of {gpus} GPU(s) out of "
-            f"{len(cores)}: at least one must be left for compiling"
-        )
-    timing = [
-        frozenset(
-            cores[len(cores) - reserved + i * per_gpu : len(cores) - reserved + (i + 1) * per_gpu]
-        )
-        for i in range(gpus)
-    ]
-    return timing, frozenset(cores[: len(cores) - reserved])

@@ -9,294 +9,37 @@ When another process holds the file, connecting is retried for ``lock_timeout_s`
 from __future__ import annotations
 
 import os
-import socket
 import time
-import types
-import typing
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, fields
-from datetime import UTC, datetime, timedelta
+from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from runner.result import STATUSES, CellResult, result_columns
-from zoo.errors import UsageError, ZooMatrixError
-
-DEFAULT_DB_PATH = Path("data/zoo.duckdb")
-SCHEMA_VERSION = 2
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")
-LOCK_RETRY_SLEEP_S = 0.2
-
-# Migrations are frozen once released: a database at version N has exactly the tables
-# that migrations 1..N made, whatever the dataclasses look like today. A new CellResult
-# field therefore needs a new migration (ALTER TABLE results ADD COLUMN ...);
-# tests/test_store.py checks that the results table matches the dataclass.
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
-    (
-        1,
-        (
-            """
-            CREATE TABLE runs (
-                run_id VARCHAR PRIMARY KEY,
-                label VARCHAR,
-                command VARCHAR,
-                started_at TIMESTAMP,
-                finished_at TIMESTAMP,
-                status VARCHAR CHECK (status IN ('running', 'finished', 'interrupted', 'failed')),
-                host VARCHAR,
-                device VARCHAR,
-                gpu VARCHAR,
-                env_id VARCHAR,
-                zoo_version VARCHAR,
-                cells_planned INTEGER,
-                cells_recorded INTEGER,
-                schema_version INTEGER NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE environments (
-                env_id VARCHAR PRIMARY KEY,
-                python VARCHAR,
-                torch VARCHAR,
-                triton VARCHAR,
-                cuda VARCHAR,
-                gpu VARCHAR,
-                timm VARCHAR,
-                transformers VARCHAR,
-                jax VARCHAR,
-                jaxlib VARCHAR,
-                torchax VARCHAR,
-                torch_xla VARCHAR,
-                driver VARCHAR,
-                cudnn VARCHAR,
-                gpu_count INTEGER,
-                gpu_memory_gb DOUBLE,
-                cpu VARCHAR,
-                cpu_count INTEGER,
-                host VARCHAR,
-                platform VARCHAR,
-                captured_at VARCHAR,
-                schema_version INTEGER NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE results (
-                result_id VARCHAR PRIMARY KEY,
-                run_id VARCHAR NOT NULL,
-                cell_key VARCHAR NOT NULL,
-                model_id VARCHAR,
-                suite VARCHAR,
-                family VARCHAR,
-                task VARCHAR,
-                size VARCHAR,
-                backend VARCHAR,
-                mode VARCHAR,
-                dynamic VARCHAR,
-                precision VARCHAR,
-                step VARCHAR,
-                batch_size BIGINT,
-                seq_len BIGINT,
-                device VARCHAR,
-                env_id VARCHAR,
-                status VARCHAR,
-                error_type VARCHAR,
-                error_phase VARCHAR,
-                error_signature VARCHAR,
-                error_message VARCHAR,
-                traceback_tail VARCHAR,
-                stderr_tail VARCHAR,
-                graph_count BIGINT,
-                graph_break_count BIGINT,
-                unique_break_count BIGINT,
-                recompile_count BIGINT,
-                probe_shapes VARCHAR,
-                probe_ok BOOLEAN,
-                probe_recompiles BIGINT,
-                compile_s DOUBLE,
-                eager_ms DOUBLE,
-                eager_ms_p25 DOUBLE,
-                eager_ms_p75 DOUBLE,
-                compiled_ms DOUBLE,
-                compiled_ms_p25 DOUBLE,
-                compiled_ms_p75 DOUBLE,
-                eager_samples_ms DOUBLE[],
-                compiled_samples_ms DOUBLE[],
-                speedup DOUBLE,
-                eager_peak_alloc_mb DOUBLE,
-                eager_peak_reserved_mb DOUBLE,
-                compiled_peak_alloc_mb DOUBLE,
-                compiled_peak_reserved_mb DOUBLE,
-                memory_ratio DOUBLE,
-                accuracy_ref_dtype VARCHAR,
-                max_abs_error DOUBLE,
-                rmse DOUBLE,
-                eager_rmse DOUBLE,
-                accuracy_pass BOOLEAN,
-                input_shapes VARCHAR,
-                param_count BIGINT,
-                precision_treatment VARCHAR,
-                notes VARCHAR,
-                wall_s DOUBLE,
-                started_at VARCHAR,
-                finished_at VARCHAR,
-                recorded_at TIMESTAMP NOT NULL,
-                schema_version INTEGER NOT NULL
-            )
-            """,
-            """
-            CREATE TABLE graph_breaks (
-                result_id VARCHAR NOT NULL,
-                run_id VARCHAR NOT NULL,
-                cell_key VARCHAR NOT NULL,
-                idx INTEGER NOT NULL,
-                reason VARCHAR,
-                user_frame VARCHAR,
-                count BIGINT,
-                schema_version INTEGER NOT NULL
-            )
-            """,
-        ),
-    ),
-    (
-        2,
-        (
-            # The wall time of the first compiled call (compile_s is it minus one eager
-            # call; for XLA cells compile_s is what jax.monitoring reports).
-            "ALTER TABLE results ADD COLUMN first_call_s DOUBLE",
-            # Which XLA routes this environment can run, and why not (JSON).
-            "ALTER TABLE environments ADD COLUMN xla_routes VARCHAR",
-        ),
-    ),
-]
-
-ENVIRONMENT_COLUMNS = (
-    "env_id",
-    "python",
-    "torch",
-    "triton",
-    "cuda",
-    "gpu",
-    "timm",
-    "transformers",
-    "jax",
-    "jaxlib",
-    "torchax",
-    "torch_xla",
-    "xla_routes",
-    "driver",
-    "cudnn",
-    "gpu_count",
-    "gpu_memory_gb",
-    "cpu",
-    "cpu_count",
-    "host",
-    "platform",
-    "captured_at",
+from runner.matrix.clock import utc_naive, utc_now
+from runner.matrix.results import STATUSES, CellResult
+from runner.store.schema import (
+    DEFAULT_DB_PATH,
+    ENVIRONMENT_COLUMNS,
+    MIGRATIONS,
+    RESULT_TYPES,
+    RUN_COLUMNS,
+    RUN_STATUSES,
+    SCHEMA_VERSION,
+    RunRecord,
+    latest_row,
 )
+from zoo.errors import DatabaseLockedError, UsageError
 
-_SQL_TYPES: dict[Any, str] = {
-    int: "BIGINT",
-    float: "DOUBLE",
-    bool: "BOOLEAN",
-    str: "VARCHAR",
-    list[float]: "DOUBLE[]",
-}
-
-
-def empty_table_sql(table: str) -> str:
-    """A statement creating ``table`` empty, with the columns every migration gave it:
-    readers with no data use it to get a table with the right columns."""
-    with duckdb.connect(":memory:") as con:
-        for _, statements in MIGRATIONS:
-            for statement in statements:
-                con.execute(statement)
-        try:
-            columns = con.execute(f"DESCRIBE {table}").fetchall()
-        except duckdb.CatalogException:
-            raise ValueError(f"no migration creates table {table!r}") from None
-    definitions = ", ".join(f'"{name}" {sql}' for name, sql, *_ in columns)
-    return f"CREATE TABLE {table} ({definitions})"
-
-
-def sql_type(annotation: Any) -> str:
-    """The DuckDB type of a ``CellResult`` field annotation (``X | None`` is nullable X)."""
-    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
-        (annotation,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
-    try:
-        return _SQL_TYPES[annotation]
-    except KeyError:
-        raise TypeError(f"no DuckDB type for a CellResult field of type {annotation}") from None
-
-
-def result_column_types() -> dict[str, str]:
-    """``results`` columns from ``CellResult`` -> DuckDB type, in column order."""
-    hints = typing.get_type_hints(CellResult)
-    return {name: sql_type(hints[name]) for name in result_columns()}
-
-
-RESULT_TYPES = result_column_types()
-
-
-class DatabaseLockedError(ZooMatrixError):
-    """Another process held the database for longer than the store waits."""
-
-
-def _utc_naive(moment: datetime | None) -> datetime | None:
-    """TIMESTAMP columns hold naive UTC; an aware datetime would be shifted to local time."""
-    if moment is None or moment.tzinfo is None:
-        return moment
-    return moment.astimezone(UTC).replace(tzinfo=None)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+LOCK_RETRY_SLEEP_S = 0.2
 
 
 def _is_lock_conflict(error: duckdb.Error) -> bool:
     return isinstance(error, duckdb.IOException) and "Could not set lock" in str(error)
-
-
-@dataclass
-class RunRecord:
-    """One row of ``runs``: one ``zoo-run`` invocation. Times are UTC."""
-
-    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
-    label: str | None = None
-    command: str = ""
-    started_at: datetime = field(default_factory=_now)
-    finished_at: datetime | None = None
-    status: str = "running"
-    host: str | None = None
-    device: str | None = None
-    gpu: str | None = None
-    env_id: str | None = None
-    zoo_version: str | None = None
-    cells_planned: int | None = None
-    cells_recorded: int | None = 0
-    # The store stamps its own SCHEMA_VERSION on write; read back, this is the row's.
-    schema_version: int = SCHEMA_VERSION
-
-    @classmethod
-    def starting(cls, env: dict[str, Any], device: str, **values: Any) -> RunRecord:
-        """A run starting now on this host, in the environment ``env``
-        (``runner.env.capture``); ``values``: label, command, cells_planned, ..."""
-        gpu = env.get("gpu")
-        return cls(
-            run_id=str(uuid.uuid4()),
-            started_at=datetime.now(UTC),
-            host=socket.gethostname(),
-            device=device,
-            gpu=None if gpu in (None, "absent") else gpu,
-            env_id=str(env["env_id"]),
-            **values,
-        )
-
-
-RUN_COLUMNS = tuple(f.name for f in fields(RunRecord))
 
 
 def _insert_sql(table: str, columns: tuple[str, ...] | list[str], suffix: str = "") -> str:
@@ -404,7 +147,7 @@ class Store:
                     continue
                 for statement in statements:
                     con.execute(statement)
-                con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, _now()])
+                con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, utc_now()])
 
     @contextmanager
     def connection(self, read_only: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
@@ -444,8 +187,8 @@ class Store:
         if run.status not in RUN_STATUSES:
             raise ValueError(f"run status {run.status!r} is not one of {RUN_STATUSES}")
         row = asdict(run)
-        row["started_at"] = _utc_naive(run.started_at)
-        row["finished_at"] = _utc_naive(run.finished_at)
+        row["started_at"] = utc_naive(run.started_at)
+        row["finished_at"] = utc_naive(run.finished_at)
         row["schema_version"] = SCHEMA_VERSION
         with self.transaction() as con:
             con.execute(_insert_sql("runs", RUN_COLUMNS), [row[name] for name in RUN_COLUMNS])
@@ -457,7 +200,7 @@ class Store:
             updated = con.execute(
                 "UPDATE runs SET status = ?, finished_at = ?, cells_recorded = ? "
                 "WHERE run_id = ? RETURNING run_id",
-                [status, _now(), cells_recorded, run_id],
+                [status, utc_now(), cells_recorded, run_id],
             ).fetchall()
             if not updated:
                 raise ValueError(f"no run {run_id!r} in {self.path}")
@@ -488,7 +231,7 @@ class Store:
                 raise ValueError(f"result status {result.status!r} is not one of {STATUSES}")
         result_ids = [str(uuid.uuid4()) for _ in results]
         # Distinct, ordered times keep "latest by recorded_at" well defined within a batch.
-        now = _now()
+        now = utc_now()
         recorded = [now + timedelta(microseconds=i) for i in range(len(results))]
         columns = ["result_id", "run_id", *RESULT_TYPES, "recorded_at", "schema_version"]
         selects = [
@@ -542,7 +285,7 @@ class Store:
             rows = con.execute(
                 "SELECT cell_key, status FROM results "
                 "WHERE cell_key IN (SELECT unnest(?::VARCHAR[])) "
-                "QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1",
+                f"QUALIFY {latest_row()}",
                 [list(cell_keys)],
             ).fetchall()
         return dict(rows)

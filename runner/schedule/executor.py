@@ -1,6 +1,6 @@
 """Run cells in isolated worker processes; every attempted cell ends as a result.
 
-A worker is a child process (``runner.worker``) in its own process group. It is
+A worker is a child process (``runner.schedule.worker``) in its own process group. It is
 reused for the next cell while its cells pass, and replaced after anything else:
 a CUDA error or an OOM can poison a process, and a dead or hung one is killed
 with its whole group (Inductor's compile workers included). A cell whose worker
@@ -20,17 +20,22 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
-from runner import usage
-from runner.config import Cell
-from runner.gpu_lock import WAITING_PHASE, format_cpus, split_cpus
-from runner.result import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
+from runner.backends.registry import XLA_PROCESS, process_kind
+from runner.matrix.cells import Cell
+from runner.matrix.clock import utc_now_iso
+from runner.matrix.phases import STARTING, TIMING, WAITING
+from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
+from runner.measure.host import format_cpus
+from runner.schedule import usage
+from runner.schedule.cpus import split_cpus
+from zoo.errors import Interrupted
 
 # How long a new worker may take to import torch and friends before the cell's own
 # clock starts; past it the start itself is treated as a hang.
 STARTUP_LIMIT_S = 180.0
+WORKER_MODULE = "runner.schedule.worker"
 STDERR_TAIL_CHARS = 6000
 DUMP_CHARS = 8000
 POLL_S = 0.05
@@ -46,16 +51,12 @@ _DUMP_LINES = (
 )
 
 
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
-
 # Why a cell's clock stands still: it waits for its GPU's lock, or its worker is stopped
 # while another cell times (--quiet-timing). Neither counts against its timeout.
 WAITING_FOR_GPU = "lock"
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
-QUIET_PHASE = "timing"
+QUIET_PHASE = TIMING
 
 
 @dataclass
@@ -65,7 +66,7 @@ class _Running:
     submitted: float
     started_at: str
     clock_start: float | None = None
-    phase: str = "starting"
+    phase: str = STARTING
     reported: str = ""
     paused_s: float = 0.0
     pause_started: float | None = None
@@ -111,7 +112,8 @@ class _Running:
 
 
 class Worker:
-    """One child process of one kind ("torch" or "xla") and the cell it runs."""
+    """One child process of one kind (``runner.backends.registry``'s process kinds) and
+    the cell it runs."""
 
     def __init__(
         self,
@@ -129,7 +131,7 @@ class Worker:
         self.log_path = workdir / f"{name}.log"
         self.status_path = workdir / f"{name}.status"
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        command = [sys.executable, "-m", "runner.worker", "--status-file", str(self.status_path)]
+        command = [sys.executable, "-m", WORKER_MODULE, "--status-file", str(self.status_path)]
         if lock_key:
             command += ["--lock-key", lock_key]
         if lock_dir:
@@ -163,7 +165,7 @@ class Worker:
     def submit(self, cell: Cell, result_path: Path) -> None:
         self._log.flush()
         self._log_offset = self.log_path.stat().st_size
-        self.running = _Running(cell, result_path, time.monotonic(), _now())
+        self.running = _Running(cell, result_path, time.monotonic(), utc_now_iso())
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps({"cell": cell.to_dict(), "result_path": str(result_path)}))
         self.proc.stdin.write("\n")
@@ -205,10 +207,6 @@ class Worker:
         self._log.close()
 
 
-class Interrupted(Exception):
-    """The user pressed Ctrl-C (or the run got SIGTERM); in-flight cells were dropped."""
-
-
 class Executor:
     """Runs cells on up to ``workers`` worker processes, one cell per worker at a time."""
 
@@ -229,7 +227,7 @@ class Executor:
         gives every cell a fresh process (the serial baseline of the throughput
         benchmark). ``timing_cpus_per_gpu`` (with ``gpus``): that many cores per GPU
         are kept free of compiling workers, and a worker timing on that GPU moves there
-        while it holds the lock (``runner.gpu_lock.split_cpus``; ValueError when too
+        while it holds the lock (``runner.schedule.cpus.split_cpus``; ValueError when too
         few cores are left). ``quiet_timing``: while a cell times, every other worker
         busy with a cell is stopped (SIGSTOP to its process group, its clock paused) and
         continued when no cell times any more: the host is quiet for the timing, at the
@@ -247,7 +245,7 @@ class Executor:
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
         self._cell_s = 0.0
         self._lock_wait_s = 0.0
-        # The cores' and GPU locks' use over the last run() (runner.usage): what bounds it.
+        # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
         self.usage: usage.Usage | None = None
         self._timing_cpus: list[frozenset[int]] = []
         self._compile_cpus: frozenset[int] = frozenset()
@@ -258,14 +256,12 @@ class Executor:
 
     def cpu_threads_per_worker(self) -> int | None:
         """The CPU threads each worker's torch may use (``OMP_NUM_THREADS``), or None for
-        torch's default (one per core). On GPUs with several workers, the cores shared
-        out among them: torch's CPU work there (building the model, initializing its
-        weights) is not measured, and at one thread per core each, 16 workers on 16 cores
-        ran up to 256 OpenMP threads at once: deit_tiny's build took 14.9 s beside them
-        against 1.5 s with the threads shared out (one H200, 16 workers; vit_base's
-        compile 15-16 s against 7-8 s; docs/PERFORMANCE.md, fourth round). CPU cells keep
-        the default: their threads are part of what they measure. A value the user set
-        is kept."""
+        torch's default (one per core). On GPUs with several workers, the cores are
+        shared out among them: torch's CPU work there (building the model, initializing
+        its weights) is not measured, and at one thread per core each, N workers would
+        run N threads per core at once, slowing every build and compile several times
+        (docs/PERFORMANCE.md, "fourth round"). CPU cells keep the default: their threads
+        are part of what they measure. A value the user set is kept."""
         if not self.gpus or self.workers <= 1 or "OMP_NUM_THREADS" in self.env:
             return None
         cores = self._compile_cpus or os.sched_getaffinity(0)
@@ -292,7 +288,7 @@ class Executor:
         threads = self.cpu_threads_per_worker()
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        if kind == "xla":
+        if kind == XLA_PROCESS:
             # JAX must not take the GPU at its first use: torch shares it in the process.
             env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         name = f"worker-{self._spawned}"
@@ -304,8 +300,10 @@ class Executor:
         on_result: Callable[[CellResult], None],
         on_start: Callable[[Cell], None] = lambda cell: None,
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
+        deadline: float | None = None,
     ) -> None:
-        """Run every cell; ``on_result`` gets each result as soon as it exists.
+        """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
+        starts after ``deadline`` (``time.monotonic()``); those left get no result.
 
         Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
         cells that were running then get no result.
@@ -318,6 +316,8 @@ class Executor:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             while queue or any(w is not None and w.running for w in slots):
+                if deadline is not None and time.monotonic() >= deadline:
+                    queue.clear()
                 for index, worker in enumerate(slots):
                     if worker is not None and worker.running:
                         result = self._check(worker, on_phase)
@@ -332,11 +332,12 @@ class Executor:
                             on_result(result)
                     if (worker is None or not worker.running) and queue:
                         cell = queue.popleft()
-                        if worker is not None and worker.kind != cell.config.process_kind:
+                        kind = process_kind(cell.config.backend)
+                        if worker is not None and worker.kind != kind:
                             worker.kill()
                             worker = None
                         if worker is None:
-                            worker = self._spawn(cell.config.process_kind, index)
+                            worker = self._spawn(kind, index)
                             slots[index] = worker
                         result_path = self.workdir / f"result-{self._spawned}-{cell.key}.json"
                         worker.submit(cell, result_path)
@@ -381,7 +382,7 @@ class Executor:
             reported = status.split(" ", 1)[1]
             if reported != running.reported:
                 running.reported = reported
-                if reported == WAITING_PHASE:
+                if reported == WAITING:
                     running.pause(now, WAITING_FOR_GPU)
                 else:
                     running.resume(now, WAITING_FOR_GPU)
@@ -445,7 +446,7 @@ class Executor:
             stderr_tail=log[-STDERR_TAIL_CHARS:] or None,
             wall_s=round(time.monotonic() - running.submitted, 3),
             started_at=running.started_at,
-            finished_at=_now(),
+            finished_at=utc_now_iso(),
         )
 
 

@@ -1,6 +1,7 @@
 """What a cell records: ``CellResult`` and ``GraphBreak``, stored as they are.
 
-Every attempted cell ends as one ``CellResult``, whatever happened to it.
+Every attempted cell ends as one ``CellResult``, whatever happened to it. A new field
+is a column: it needs a migration (``runner.store.schema``) and a line in the README.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ class CellResult:
 
     @classmethod
     def for_cell(cls, cell, **values: Any) -> CellResult:
-        """An empty result carrying the identity of ``cell`` (a ``runner.config.Cell``)."""
+        """An empty result carrying the identity of ``cell`` (a ``runner.matrix.cells.Cell``)."""
         return cls(
             cell_key=cell.key,
             suite=cell.spec.suite,

@@ -1,4 +1,4 @@
-"""CPU priorities: compile helpers below, and a GPU lock's holder above, the rest.
+"""Where a worker's threads run: cores kept for timing, and CPU priorities.
 
 A worker compiles on its main thread (Dynamo, AOTAutograd, Inductor's Python) and in
 helper processes (Inductor's compile workers, which build Triton kernels). While one
@@ -12,11 +12,12 @@ The eager-baseline process of an XLA cell times eager calls, so it keeps its pri
 Raising niceness needs no privilege; lowering it again would, so the main threads are
 never lowered. Where the privilege is there (root, or CAP_SYS_NICE, as on the GPU
 machine), the thread that holds a GPU's lock goes further up, to ``HOLDER_NICE``, for
-the hold (``Boost``): on one H200 with 16 workers the compiled side of reduce-overhead
-cells (one CUDA graph replay) timed as alone while their eager side, and both sides of
-default-mode cells (kernels launched from Python), read up to 6x slower in the first
-minute, when every worker imports torch and builds its model: the holder's launching
-thread starved for a core, not the GPU shared (docs/PERFORMANCE.md).
+the hold (``Boost``): a holder's launching thread that starves for a core beside
+workers building models times both launch-bound sides slow, while a CUDA graph replay
+beside it does not slow down (docs/PERFORMANCE.md, "third round").
+
+``split_cpus`` keeps cores free of compiling workers for the timing of each GPU
+(``--timing-cpus``).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from runner.backends.xla.eager_baseline import MODULE as XLA_EAGER_BASELINE
+
 HELPER_NICE = 10
 HOLDER_NICE = -10
 # Descendants whose command line contains one of these keep their priority: they time.
-TIMING_HELPERS = ("runner.eager_baseline",)
+TIMING_HELPERS = (XLA_EAGER_BASELINE,)
 CHECK_EVERY_S = 1.0
 
 _PROC = Path("/proc")
@@ -162,3 +165,24 @@ class Boost:
             return
         saved, self._saved = self._saved, None
         lower([os.getpid()], saved)
+
+
+def split_cpus(
+    available: Iterable[int], gpus: int, per_gpu: int
+) -> tuple[list[frozenset[int]], frozenset[int]]:
+    """``per_gpu`` cores reserved for the timing of each GPU (the highest-numbered ones)
+    and the rest, where workers compile. At least one core is always left to compile."""
+    cores = sorted(available)
+    reserved = per_gpu * gpus
+    if per_gpu < 0 or reserved >= len(cores):
+        raise ValueError(
+            f"cannot reserve {per_gpu} core(s) for each of {gpus} GPU(s) out of "
+            f"{len(cores)}: at least one must be left for compiling"
+        )
+    timing = [
+        frozenset(
+            cores[len(cores) - reserved + i * per_gpu : len(cores) - reserved + (i + 1) * per_gpu]
+        )
+        for i in range(gpus)
+    ]
+    return timing, frozenset(cores[: len(cores) - reserved])

@@ -1,7 +1,7 @@
-"""The column axes of the matrix and the cells they make.
+"""A ``Cell`` is one model under one configuration on one device in one environment.
 
-A ``Cell`` is one model under one configuration on one device in one
-environment. It is plain data: it travels to a worker process as JSON.
+It is plain data: it travels to a worker process as JSON. Its key identifies it across
+runs and machines (resume, merge, compare).
 """
 
 from __future__ import annotations
@@ -11,17 +11,23 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from runner.matrix.axes import NO_MODE
 from zoo.spec import ModelSpec
 
-BACKENDS = ("inductor", "eager", "aot_eager", "cudagraphs", "xla", "xla_export", "torch_xla")
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-DYNAMIC = ("false", "true", "auto")
-PRECISIONS = ("fp32", "bf16", "fp16")
-STEPS = ("infer",)
-DEVICES = ("cuda", "cpu")
-
-# Modes only mean something to inductor; other backends record this instead.
-NO_MODE = "none"
+# The fields of a cell's key, in the order they are hashed.
+KEY_FIELDS = (
+    "model_id",
+    "size",
+    "backend",
+    "mode",
+    "dynamic",
+    "precision",
+    "step",
+    "batch_size",
+    "seq_len",
+    "device",
+    "env_id",
+)
 
 
 @dataclass(frozen=True)
@@ -37,16 +43,6 @@ class CellConfig:
     def label(self) -> str:
         mode = "" if self.mode == NO_MODE else f"/{self.mode}"
         return f"{self.backend}{mode} dyn={self.dynamic} {self.precision} {self.step}"
-
-    @property
-    def dynamic_arg(self) -> bool | None:
-        """The value passed to ``torch.compile(dynamic=...)``."""
-        return {"false": False, "true": True, "auto": None}[self.dynamic]
-
-    @property
-    def process_kind(self) -> str:
-        """Cells of different kinds never share a worker process (XLA breaks compile)."""
-        return "xla" if self.backend.startswith(("xla", "torch_xla")) else "torch"
 
 
 @dataclass(frozen=True)
@@ -103,22 +99,7 @@ def cell_key(fields: dict[str, Any], build_limit: int | None = None) -> str:
     """A stable hash of the key fields (same on every machine and Python), and of a
     parameter limit other than the default (``ModelSpec.build_limit``): cells built at
     the default limit keep the keys they had before the limit existed."""
-    ordered = [
-        fields[name]
-        for name in (
-            "model_id",
-            "size",
-            "backend",
-            "mode",
-            "dynamic",
-            "precision",
-            "step",
-            "batch_size",
-            "seq_len",
-            "device",
-            "env_id",
-        )
-    ]
+    ordered: list[Any] = [fields[name] for name in KEY_FIELDS]
     if build_limit is not None:
         ordered.append(["max_params", build_limit])
     return hashlib.sha256(json.dumps(ordered).encode()).hexdigest()[:24]

@@ -16,22 +16,14 @@ import re
 import sys
 import traceback
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
-from runner.result import BUILD_ERROR, COMPILE_ERROR, EAGER_ERROR, FAIL_ACCURACY, OOM
+from runner.matrix.phases import COMPILER_PHASES, status_of
+from runner.matrix.results import OOM
+from runner.matrix.text import truncate
 
-# The measurement steps (``classify``'s ``phase``) and the status of a failure in each.
-STEP_STATUS = {
-    "build": BUILD_ERROR,
-    "inputs": BUILD_ERROR,
-    "reference": EAGER_ERROR,
-    "eager": EAGER_ERROR,
-    "eager baseline": EAGER_ERROR,  # an XLA cell's eager timing, in its own process
-    "compile": COMPILE_ERROR,
-    "compiled_run": COMPILE_ERROR,
-    "probe": COMPILE_ERROR,
-    "accuracy": FAIL_ACCURACY,
-}
-_COMPILER_STEPS = ("compile", "compiled_run", "probe")
+if TYPE_CHECKING:
+    from runner.matrix.results import CellResult
 
 DYNAMO_TRACE = "dynamo trace"
 AOT = "aot"
@@ -39,6 +31,7 @@ INDUCTOR_CODEGEN = "inductor codegen"
 RUNTIME = "runtime"
 
 SIGNATURE_CHARS = 300
+MESSAGE_CHARS = 2000
 
 # Frames that only exist while dynamo translates bytecode, as opposed to the eval_frame
 # wrappers that also sit on the stack when already-compiled code runs.
@@ -51,15 +44,27 @@ _OOM_TEXT = ("out of memory", "can't allocate memory")
 
 
 def classify(exc: BaseException, phase: str) -> tuple[str, str]:
-    """The status and error phase of ``exc``, raised during measurement step ``phase``.
+    """The status and error phase of ``exc``, raised during phase ``phase``
+    (``runner.matrix.phases``; an unknown phase raises ValueError).
 
-    For steps that run the compiler the error phase is the compiler stage that failed
+    For phases that run the compiler the error phase is the compiler stage that failed
     (``dynamo trace``, ``aot``, ``inductor codegen`` or ``runtime``); otherwise it is
-    the step itself.
+    the phase itself.
     """
-    status = OOM if is_oom(exc) else STEP_STATUS.get(phase, COMPILE_ERROR)
-    error_phase = _compiler_stage(exc, phase) if phase in _COMPILER_STEPS else phase
+    status = status_of(phase)
+    if is_oom(exc):
+        status = OOM
+    error_phase = _compiler_stage(exc, phase) if phase in COMPILER_PHASES else phase
     return status, error_phase
+
+
+def record_failure(result: CellResult, exc: BaseException, phase: str) -> None:
+    """Fill ``result``'s error fields from ``exc``, raised during ``phase``."""
+    result.status, result.error_phase = classify(exc, phase)
+    result.error_type = type(exc).__name__
+    result.error_signature = signature(exc)
+    result.error_message = truncate(str(exc), MESSAGE_CHARS)
+    result.traceback_tail = traceback_tail(exc)
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -141,7 +146,7 @@ def signature(exc: BaseException) -> str:
     elif exc.__traceback__ is not None:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         text += f" in {frame.name} ({os.path.basename(frame.filename)})"
-    return _truncate(text, SIGNATURE_CHARS)
+    return truncate(text, SIGNATURE_CHARS)
 
 
 def headline(message: str) -> str:
@@ -216,7 +221,3 @@ def traceback_tail(exc: BaseException, limit_chars: int = 4000) -> str:
     """The last ``limit_chars`` characters of the formatted traceback of ``exc``."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return text if len(text) <= limit_chars else "..." + text[-limit_chars:]
-
-
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -8,9 +8,7 @@ latest row of a key by ``recorded_at``.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,23 +17,9 @@ from pathlib import Path
 
 import duckdb
 
-from runner.store import (
-    LOCK_RETRY_SLEEP_S,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    DatabaseLockedError,
-    Store,
-)
-from zoo.errors import UsageError, ZooMatrixError
-
-# Parents before children, so a reader never sees a result whose run is missing.
-TABLES = ("environments", "runs", "results", "graph_breaks")
-IDENTITY = {
-    "environments": ("env_id",),
-    "runs": ("run_id",),
-    "results": ("result_id",),
-    "graph_breaks": ("result_id", "idx"),
-}
+from runner.store.db import LOCK_RETRY_SLEEP_S, Store
+from runner.store.schema import IDENTITY, MIGRATIONS, SCHEMA_VERSION, TABLES
+from zoo.errors import DatabaseLockedError, UsageError
 
 
 @dataclass
@@ -313,27 +297,3 @@ def summary_lines(summary: MergeSummary) -> list[str]:
         "recorded_at."
     )
     return lines
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="zoo-merge",
-        description="Merge parquet run folders (a folder like data/runs, or one run folder) "
-        "and zoo-matrix databases into one database, created if missing. Rows already "
-        "there are skipped, so merging twice changes nothing; reruns of a cell are kept "
-        "and readers take the latest.",
-    )
-    parser.add_argument("sources", nargs="+", type=Path, metavar="SOURCE")
-    parser.add_argument("--into", type=Path, required=True, metavar="PATH", help="target database")
-    args = parser.parse_args(argv)
-    try:
-        summary = merge(args.sources, args.into)
-    except ZooMatrixError as error:
-        print(f"zoo-merge: error: {error}", file=sys.stderr)
-        return error.exit_code
-    print("\n".join(summary_lines(summary)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -19,6 +19,9 @@ import signal
 import sys
 from pathlib import Path
 
+from runner.matrix.phases import WAITING
+from runner.measure.host import die_with_parent, parse_cpus
+
 
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
@@ -26,30 +29,19 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def die_with_parent() -> None:
-    """Have the kernel kill this process when its parent dies (Linux). A worker may be
-    stopped (``--quiet-timing``) when zoo-run dies, and then nobody would continue it;
-    SIGKILL is the one signal a stopped process does not wait for."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        pr_set_pdeathsig = 1
-        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass  # not Linux: a parent that dies leaves its workers to end on stdin's EOF
-
-
 def main(argv: list[str] | None = None) -> int:
     die_with_parent()
-    parser = argparse.ArgumentParser(prog="python -m runner.worker")
+    parser = argparse.ArgumentParser(prog="python -m runner.schedule.worker")
     parser.add_argument("--status-file", type=Path, required=True)
     parser.add_argument(
         "--lock-key", default=None, help="the GPU (UUID) whose timing lock this worker takes"
     )
     parser.add_argument("--lock-dir", type=Path, default=None)
     parser.add_argument(
-        "--holds-log", type=Path, default=None, help="append each lock hold here (runner.usage)"
+        "--holds-log",
+        type=Path,
+        default=None,
+        help="append each lock hold here (runner.schedule.usage)",
     )
     parser.add_argument(
         "--compile-cpus", default=None, help="cores this worker runs on (comma-separated)"
@@ -59,8 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.compile_cpus:
-        from runner.gpu_lock import parse_cpus  # imports no torch
-
         # Before torch is imported: its threads, and Inductor's compile workers, inherit it.
         os.sched_setaffinity(0, parse_cpus(args.compile_cpus))
 
@@ -68,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
     # Imported after faulthandler so that a crash while importing torch is dumped too.
-    from runner.config import Cell
-    from runner.measure import measure_cell, no_gate
+    from runner.cell import measure_cell
+    from runner.matrix.cells import Cell
+    from runner.measure.context import no_gate
 
     current = {"key": "", "phase": ""}
 
@@ -77,27 +68,27 @@ def main(argv: list[str] | None = None) -> int:
         current["phase"] = phase
         _write_atomic(args.status_file, f"{current['key']} {phase}")
 
-    timing_gate = no_gate
+    gate = no_gate
     if args.lock_key:
-        from runner.gpu_lock import DEFAULT_LOCK_DIR, WAITING_PHASE, GpuLock, parse_cpus
-        from runner.priority import Boost, keep_helpers_low
-        from runner.usage import HoldLog
+        from runner.schedule.cpus import Boost, keep_helpers_low
+        from runner.schedule.gpu_lock import DEFAULT_LOCK_DIR, GpuLock
+        from runner.schedule.usage import HoldLog
 
         lock = GpuLock(
             args.lock_key,
             args.lock_dir or DEFAULT_LOCK_DIR,
-            on_wait=lambda: _write_atomic(args.status_file, f"{current['key']} {WAITING_PHASE}"),
+            on_wait=lambda: _write_atomic(args.status_file, f"{current['key']} {WAITING}"),
             on_acquired=lambda: report_phase(current["phase"]),
             timing_cpus=parse_cpus(args.timing_cpus),
             holds_log=HoldLog(args.holds_log) if args.holds_log else None,
             # A CPU cell times on every core (others stopped, --quiet-timing): no boost.
             boost=Boost() if args.lock_key != "cpu" else None,
         )
-        timing_gate = lock.held
-        # Inductor's compile workers below the lock holders (runner.priority).
+        gate = lock.held
+        # Inductor's compile workers below the lock holders (runner.schedule.cpus).
         keep_helpers_low(busy=lambda: lock.holding)
         if args.lock_key != "cpu":
-            from runner.gpu_lock import guard_inductor_benchmarking
+            from runner.schedule.gpu_lock import guard_inductor_benchmarking
 
             guard_inductor_benchmarking(lock)
 
@@ -110,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         current["key"] = cell.key
         print(f"=== zoo-matrix worker: cell {cell.key} {cell.describe()}", file=sys.stderr)
         sys.stderr.flush()
-        result = measure_cell(cell, report_phase=report_phase, timing_gate=timing_gate)
+        result = measure_cell(cell, report_phase=report_phase, gate=gate)
         _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
         _write_atomic(args.status_file, "ready")
     return 0

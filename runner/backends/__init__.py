@@ -1,0 +1,1 @@
+"""Backends: how a cell's program is compiled (``runner.backends.registry`` lists them)."""

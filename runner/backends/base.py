@@ -1,0 +1,165 @@
+"""The interface of a backend, with the default of each part (torch.compile's).
+
+The cell protocol (``runner.cell``) builds the subject, takes the fp64 reference and
+the eager outputs, and then asks its backend to ``compile`` the step's program; what it
+gets back (``Compiled``) is called, counted and timed. A backend overrides what its
+route does differently: how the program is compiled and called (always), and where
+needed how the precision is treated, how the two sides are timed, how peak memory is
+read and what the graph capture was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from runner.matrix.phases import COMPILED_RUN, EAGER, MEMORY, TIMING, WARM_UP
+from runner.measure.context import CellContext
+from runner.measure.subject import AUTOCAST, Subject, Treatment
+from runner.measure.timing import (
+    HELD_WARMUPS,
+    event_timer,
+    plan_for,
+    record_timing,
+    repeat,
+    warm_up,
+)
+
+
+class Compiled(ABC):
+    """A compiled program: called by the protocol, and asked what its compiler did."""
+
+    # Host copies of the first compiled call's compared outputs.
+    first_outputs: list[torch.Tensor]
+    # Wall time of the first compiled call, and of it the part that was compiling.
+    first_call_s: float | None = None
+    compile_s: float | None = None
+    # Graphs compiled by the first call (before any recompile).
+    first_graphs: int = 0
+    # The kind of GPU-lock hold a call on new shapes needs (a new XLA compile autotunes).
+    probe_hold: str | None = None
+
+    @abstractmethod
+    def run(self) -> Any:
+        """One call on the subject's inputs, as fast as the route allows (the timed call)."""
+
+    @abstractmethod
+    def __call__(self, inputs: tuple[Any, ...]) -> Any:
+        """One call on other inputs (the shape probe)."""
+
+    @abstractmethod
+    def graphs(self) -> int:
+        """Graphs compiled so far in this cell (recompiles, the shape probe)."""
+
+    @abstractmethod
+    def record_graph_breaks(self, ctx: CellContext) -> None:
+        """Graph and break counts (and reasons) into ``ctx.result``; runs last."""
+
+    def close(self) -> None:  # noqa: B027 - optional: most hold nothing beyond the cell
+        """Free what the compiled program holds beyond the cell (called after it)."""
+
+
+@dataclass
+class Sides:
+    """The two sides a cell compares, one call each. Each call sets the phase a failure
+    in it is classified by: eager code and compiled code fail differently."""
+
+    ctx: CellContext
+    subject: Subject
+    program: Callable[..., Any]
+    compiled: Compiled
+
+    def eager(self) -> Any:
+        self.ctx.phase = EAGER
+        return self.program(*self.subject.inputs)
+
+    def compiled_run(self) -> Any:
+        self.ctx.phase = COMPILED_RUN
+        return self.compiled.run()
+
+    def pair(self) -> None:
+        self.eager()
+        self.compiled_run()
+        self.subject.sync()
+
+
+class Backend(ABC):
+    """One backend's route for a cell (constructed inside the worker, per cell)."""
+
+    # How a bf16/fp16 cell's precision is applied (runner.measure.subject).
+    treatment: Treatment = AUTOCAST
+
+    def __init__(self, ctx: CellContext) -> None:
+        self.ctx = ctx
+        self.config = ctx.cell.config
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Around the whole measurement of the cell: what the route sets up and takes
+        down (it may raise ``runner.measure.context.Unsupported``)."""
+        yield
+
+    def precision_treatment(self, subject: Subject) -> str:
+        return subject.treatment_label()
+
+    def start(self, subject: Subject) -> None:  # noqa: B027 - optional, most start nothing
+        """Before the reference: work that may overlap the rest of the cell's start."""
+
+    @abstractmethod
+    def compile(
+        self,
+        subject: Subject,
+        program: torch.nn.Module,
+        outputs: Callable[[Any], list],
+        eager_once_s: float,
+    ) -> Compiled:
+        """Compile ``program`` and make the first call on the subject's inputs (under the
+        subject's precision): ``outputs`` picks the step's compared tensors of a call's
+        value, ``eager_once_s`` is one eager call's wall time (what of the first call
+        was not compiling, where the compiler cannot say). The phases it enters are its
+        own (``ctx.enter``)."""
+
+    # -- timing, untimed work first ----------------------------------------------------
+
+    def before_timing(self, sides: Sides) -> None:
+        """Most of the warm-up before timing, as untimed GPU work: it holds the lock
+        shared, so that the timed hold (exclusive, the scarce resource of a parallel
+        sweep) is not spent on it."""
+        with self.ctx.gpu_work(), sides.subject.autocast():
+            self.ctx.enter(WARM_UP)
+            warm_up(sides.pair)
+
+    def time(self, sides: Sides) -> None:
+        """Timed calls, inside the timed hold: eager and compiled interleaved call by
+        call, after a few untimed pairs with the GPU alone."""
+        self.ctx.enter(TIMING)
+        subject = sides.subject
+        timer = event_timer(subject.device.type)
+        with subject.autocast():
+            warm_up(sides.pair, calls=HELD_WARMUPS, seconds=0.0)
+            pairs = repeat(
+                lambda: (timer(sides.eager), timer(sides.compiled_run)),
+                plan_for(subject.device.type),
+            )
+        record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
+
+    def measure_memory(self, sides: Sides) -> None:
+        """Peak memory of one call of each side (CUDA only)."""
+        subject = sides.subject
+        if not subject.on_cuda:
+            return
+        self.ctx.enter(MEMORY)
+        with self.ctx.gpu_work(), subject.autocast():
+            eager_alloc, eager_reserved = subject.peak_memory_mb(sides.eager)
+            compiled_alloc, compiled_reserved = subject.peak_memory_mb(sides.compiled_run)
+        result = self.ctx.result
+        result.eager_peak_alloc_mb = eager_alloc
+        result.eager_peak_reserved_mb = eager_reserved
+        result.compiled_peak_alloc_mb = compiled_alloc
+        result.compiled_peak_reserved_mb = compiled_reserved
+        result.memory_ratio = compiled_alloc / eager_alloc if eager_alloc else None

@@ -1,0 +1,154 @@
+"""The backends a cell can compile with, importable without torch or jax.
+
+Each entry says which worker process it needs (torch.compile and XLA never share one:
+importing torchax breaks torch.compile in that process), the modes and steps it
+supports, the devices and modes it cannot run on and why (dropped at plan time), a rough
+time per cell, and where its implementation lives: a ``runner.backends.base.Backend``
+named by import path, imported only inside the worker that runs it, so jax never loads
+in a torch worker. Adding a backend is a module and an entry here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from runner.matrix.axes import MODES, NO_MODE, PRECISION_CANNOT_RUN
+from runner.matrix.cells import CellConfig
+from runner.matrix.plugins import resolve
+from runner.matrix.versions import installed
+from runner.steps.registry import INFER
+
+TORCH_PROCESS = "torch"
+XLA_PROCESS = "xla"
+ANY_MODE = "*"
+
+
+@dataclass(frozen=True)
+class BackendEntry:
+    name: str
+    # The worker process it runs in: TORCH_PROCESS or XLA_PROCESS.
+    process: str
+    # "module:Class" of its Backend; None for a backend listed but not built.
+    implementation: str | None
+    # Its modes (empty: it has none, and its cells record NO_MODE).
+    modes: tuple[str, ...] = ()
+    steps: tuple[str, ...] = (INFER,)
+    # Devices it cannot run on, and why.
+    cannot_run_on: Mapping[str, str] = field(default_factory=dict)
+    # (mode, device) pairs that cannot run, and why.
+    mode_cannot_run: Mapping[tuple[str, str], str] = field(default_factory=dict)
+    # Rough seconds per cell for --dry-run by (device, mode), ANY_MODE for the rest:
+    # from costs measured on an H200 with 16 cores and on 2 CPU cores.
+    estimate: Mapping[tuple[str, str], float] = field(default_factory=dict)
+    # "module:function" answering (backend, device) -> why it cannot run here, or None,
+    # from installed package metadata only: asked inside the worker, whose cell is then
+    # ``unsupported`` with that reason.
+    availability: str | None = None
+    # Why a listed backend without an implementation does not run; ``{version}`` is the
+    # installed version of the distribution of its name.
+    not_built: str | None = None
+
+    def modes_for(self, asked: tuple[str, ...]) -> tuple[str, ...]:
+        """The modes of its cells for the modes asked for."""
+        return tuple(mode for mode in asked if mode in self.modes) if self.modes else (NO_MODE,)
+
+    def estimate_s(self, device: str, mode: str) -> float:
+        return self.estimate.get((device, mode), self.estimate.get((device, ANY_MODE), 20.0))
+
+    def unavailable_reason(self, device: str) -> str | None:
+        """Why the backend cannot run on ``device`` here, or None (imports nothing)."""
+        if self.availability is not None:
+            reason = resolve(self.availability)(self.name, device)
+            if reason is not None:
+                return reason
+        return self.not_built.format(version=installed(self.name)) if self.not_built else None
+
+    def load(self) -> type:
+        """Its Backend class (imports what it needs: torch, or jax for XLA)."""
+        if self.implementation is None:
+            raise ValueError(f"backend {self.name} has no implementation: {self.not_built}")
+        return resolve(self.implementation)
+
+
+_OTHER = {("cuda", ANY_MODE): 20.0, ("cpu", ANY_MODE): 10.0}
+_TORCH_COMPILE = "runner.backends.torch_compile:TorchCompile"
+_XLA = "runner.backends.xla.jax_routes:JaxRoute"
+_XLA_AVAILABILITY = "runner.backends.xla.support:unavailable_reason"
+
+BACKENDS: dict[str, BackendEntry] = {
+    entry.name: entry
+    for entry in (
+        BackendEntry(
+            "inductor",
+            TORCH_PROCESS,
+            _TORCH_COMPILE,
+            modes=MODES,
+            mode_cannot_run={
+                ("reduce-overhead", "cpu"): (
+                    "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
+                ),
+            },
+            estimate={
+                ("cuda", ANY_MODE): 45.0,
+                ("cuda", "max-autotune"): 330.0,
+                ("cuda", "max-autotune-no-cudagraphs"): 330.0,
+                ("cpu", ANY_MODE): 40.0,
+            },
+        ),
+        BackendEntry("eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
+        BackendEntry("aot_eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
+        BackendEntry(
+            "cudagraphs",
+            TORCH_PROCESS,
+            _TORCH_COMPILE,
+            cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
+            estimate=_OTHER,
+        ),
+        # torch modules under jax.jit through torchax, and torch.export -> JAX.
+        BackendEntry("xla", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY),
+        BackendEntry(
+            "xla_export", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY
+        ),
+        BackendEntry(
+            "torch_xla",
+            XLA_PROCESS,
+            None,
+            estimate=_OTHER,
+            availability=_XLA_AVAILABILITY,
+            # No torch_xla release pairs with the torch this project pins (torch_xla 2.9
+            # needs torch 2.9), so there is nothing to build its run against yet.
+            not_built="torch_xla {version} is installed, but zoo-matrix does not run torch_xla "
+            "cells yet",
+        ),
+    )
+}
+
+
+def names() -> tuple[str, ...]:
+    """Every backend, in the order a reader expects them."""
+    return tuple(BACKENDS)
+
+
+def get(name: str) -> BackendEntry:
+    """The entry of ``name``. A name not listed is taken for a backend registered with
+    dynamo (``torch._dynamo.list_backends()``, its testing backends included) and runs
+    through torch.compile; the command line offers only the listed ones."""
+    entry = BACKENDS.get(name)
+    return entry if entry is not None else BackendEntry(name, TORCH_PROCESS, _TORCH_COMPILE)
+
+
+def process_kind(backend: str) -> str:
+    """The worker process a backend's cells run in."""
+    return get(backend).process
+
+
+def cannot_run(config: CellConfig, device: str) -> str | None:
+    """Why a column cannot run on ``device`` at all (dropped at plan time), or None."""
+    entry = get(config.backend)
+    reason = entry.cannot_run_on.get(device) or entry.mode_cannot_run.get((config.mode, device))
+    if reason is not None:
+        return reason
+    if config.step not in entry.steps:
+        return f"backend {entry.name} does not run step {config.step}"
+    return PRECISION_CANNOT_RUN.get((config.precision, device))

@@ -1,0 +1,290 @@
+"""The one protocol of a cell, for any backend and step.
+
+``measure_cell`` builds the subject, takes a float64 reference, runs the step's program
+eagerly, has the backend compile it, checks the compiled output, times eager and
+compiled calls interleaved, reads peak memory, probes one shape change (dynamic cells)
+and records the graph capture. What differs between routes is the backend's
+(``runner.backends``), what one call is the step's (``runner.steps``). Every exception a
+model raises ends as a ``CellResult``. Worker processes are reused across cells, so
+everything global a cell touches is restored before it returns
+(``runner.measure.isolation``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from runner.backends import registry as backends
+from runner.backends.base import Backend, Compiled, Sides
+from runner.matrix.cells import Cell
+from runner.matrix.clock import utc_now_iso
+from runner.matrix.phases import ACCURACY, BUILD, EAGER, INPUTS, PROBE, REFERENCE
+from runner.matrix.results import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult
+from runner.measure.accuracy import accuracy_tolerance, compare_outputs
+from runner.measure.context import CellContext, Gate, Unsupported, no_gate
+from runner.measure.failure import classify, record_failure, signature
+from runner.measure.isolation import (
+    cold_compile_caches,
+    free_device_memory,
+    release_cached_memory,
+    restored_process_state,
+    seed_everything,
+    tf32_disabled,
+)
+from runner.measure.subject import InputsFn, Subject
+from runner.measure.tensors import halve_leading_dims, host_tensors, shapes_json, to_float64
+from runner.steps import registry as steps
+from runner.steps.base import Step
+
+# The reference model is a float64 copy: it must leave room for the measured model.
+FP64_REF_CUDA_FREE_FRACTION = 0.25
+FP64_REF_CPU_BYTES = 4 * 2**30
+
+
+def measure_cell(
+    cell: Cell,
+    *,
+    report_phase: Callable[[str], None] = lambda phase: None,
+    gate: Gate = no_gate,
+    model: torch.nn.Module | None = None,
+    inputs_fn: InputsFn | None = None,
+) -> CellResult:
+    """Measure ``cell`` and return its result; a model failure never raises.
+
+    ``report_phase(name)`` is called as each phase starts. ``gate()`` is entered around
+    the timed calls and never around compiling; ``gate(TUNING)`` around compilers that
+    time kernels themselves, which yield to timing; ``gate(UNTIMED)`` around untimed GPU
+    work (``runner.schedule.gpu_lock.GpuLock.held``). ``model`` and
+    ``inputs_fn(batch_size, device, seq_len)`` replace ``cell.spec.build`` and
+    ``cell.spec.example_inputs``.
+    """
+    result = CellResult.for_cell(cell, started_at=utc_now_iso())
+    started = time.perf_counter()
+    ctx = CellContext(cell, result, report_phase, gate)
+    with cold_compile_caches(), restored_process_state(ctx.notes):
+        try:
+            CellProtocol(ctx).run(model, inputs_fn)
+        except Unsupported as outcome:
+            result.status = UNSUPPORTED
+            result.error_message = outcome.reason
+            result.error_signature = outcome.signature
+        except Exception as exc:
+            record_failure(result, exc, ctx.phase)
+    result.notes = "; ".join(ctx.notes) or None
+    result.finished_at = utc_now_iso()
+    result.wall_s = time.perf_counter() - started
+    return result
+
+
+def backend_for(ctx: CellContext) -> Backend:
+    """The cell's backend, or ``Unsupported`` with the reason it cannot run here. Its
+    implementation is imported only now: XLA's would break torch.compile in a torch
+    worker, whose cells never name it."""
+    name = ctx.cell.config.backend
+    entry = backends.get(name)
+    reason = entry.unavailable_reason(ctx.cell.device)
+    if reason is not None:
+        raise Unsupported(reason)
+    try:
+        implementation = entry.load()
+    except Exception as exc:
+        raise Unsupported(f"the {name} route does not import here: {signature(exc)}") from None
+    return implementation(ctx)
+
+
+class CellProtocol:
+    """The phases of one cell, in order; ``ctx.phase`` names the one running."""
+
+    def __init__(self, ctx: CellContext) -> None:
+        self.ctx = ctx
+        self.result = ctx.result
+
+    def run(self, model: torch.nn.Module | None, inputs_fn: InputsFn | None) -> None:
+        ctx = self.ctx
+        backend = backend_for(ctx)
+        step = steps.load(ctx.cell.config.step)
+        with backend.session():
+            subject = self.build(backend, step, model, inputs_fn)
+            with step.grad_mode(), subject.fp32_treatment():
+                backend.start(subject)
+                # The outputs live on the host, and only here, so that they take no
+                # device memory while the model is timed and its peak memory read.
+                with ctx.gpu_work():
+                    reference = self.reference_outputs(subject, step)
+                    subject.cast()
+                    program = step.program(subject.model)
+                    eager, eager_once_s = self.eager_outputs(subject, step, program)
+                compiled = backend.compile(
+                    subject, step.program(subject.model), step.outputs, eager_once_s
+                )
+                try:
+                    self.measure_compiled(backend, subject, program, compiled, reference, eager)
+                finally:
+                    compiled.close()
+        self.result.status = PASS if self.result.accuracy_pass else FAIL_ACCURACY
+
+    def measure_compiled(
+        self,
+        backend: Backend,
+        subject: Subject,
+        program: Callable[..., Any],
+        compiled: Compiled,
+        reference: list[torch.Tensor],
+        eager: list[torch.Tensor],
+    ) -> None:
+        result = self.result
+        result.first_call_s = compiled.first_call_s
+        result.compile_s = compiled.compile_s
+        self.check_accuracy(subject, reference, eager, compiled.first_outputs)
+        sides = Sides(self.ctx, subject, program, compiled)
+        backend.before_timing(sides)
+        with self.ctx.gate():
+            backend.time(sides)
+        backend.measure_memory(sides)
+        self.probe_shape_change(subject, compiled)
+        result.recompile_count = compiled.graphs() - compiled.first_graphs
+        compiled.record_graph_breaks(self.ctx)
+
+    # -- the subject ---------------------------------------------------------------------
+
+    def build(
+        self,
+        backend: Backend,
+        step: Step,
+        model: torch.nn.Module | None,
+        inputs_fn: InputsFn | None,
+    ) -> Subject:
+        ctx = self.ctx
+        ctx.enter(BUILD)
+        subject = Subject.build(ctx.cell, model=model, treatment=backend.treatment)
+        ctx.notes.extend(subject.build_notes)
+        step.prepare(subject.model)
+        self.result.param_count = subject.param_count()
+        self.result.precision_treatment = backend.precision_treatment(subject)
+        ctx.phase = INPUTS
+        subject.load_inputs(inputs_fn)
+        self.result.input_shapes = shapes_json(subject.inputs)
+        return subject
+
+    # -- reference and eager -------------------------------------------------------------
+
+    def reference_outputs(self, subject: Subject, step: Step) -> list[torch.Tensor]:
+        """A float64 copy's outputs where it fits (TF32 off), else the fp32 model's."""
+        self.ctx.enter(REFERENCE)
+        with tf32_disabled(subject.on_cuda):
+            if self.fp64_reference_fits(subject):
+                try:
+                    outputs = self.fp64_outputs(subject, step)
+                except Exception as exc:
+                    self.ctx.note(f"fp64 reference failed, fp32 used: {signature(exc)}")
+                else:
+                    self.result.accuracy_ref_dtype = "fp64"
+                    return outputs
+                free_device_memory()
+            self.result.accuracy_ref_dtype = "fp32"
+            seed_everything()
+            return host_tensors(step.outputs(step.program(subject.model)(*subject.inputs)))
+
+    def fp64_reference_fits(self, subject: Subject) -> bool:
+        tensors = [*subject.model.parameters(), *subject.model.buffers()]
+        fp64_bytes = 8 * sum(t.numel() for t in tensors if t.is_floating_point())
+        if subject.on_cuda:
+            release_cached_memory()  # garbage was collected before the hold
+            free_bytes, _ = torch.cuda.mem_get_info(subject.device)
+            return fp64_bytes <= FP64_REF_CUDA_FREE_FRACTION * free_bytes
+        return fp64_bytes <= FP64_REF_CPU_BYTES
+
+    def fp64_outputs(self, subject: Subject, step: Step) -> list[torch.Tensor]:
+        model = copy.deepcopy(subject.model).to(torch.float64)
+        inputs = tuple(to_float64(x) for x in subject.inputs)
+        try:
+            seed_everything()
+            return host_tensors(step.outputs(step.program(model)(*inputs)))
+        finally:
+            del model, inputs
+            release_cached_memory()  # any cycles of the copy: collected after the hold
+
+    def eager_outputs(
+        self, subject: Subject, step: Step, program: Callable[..., Any]
+    ) -> tuple[list[torch.Tensor], float]:
+        """The eager outputs, and the wall time of one more eager call."""
+        self.ctx.enter(EAGER)
+        with subject.autocast():
+            seed_everything()
+            outputs = host_tensors(step.outputs(program(*subject.inputs)))
+            subject.sync()
+            start = time.perf_counter()
+            program(*subject.inputs)
+            subject.sync()
+            once_s = time.perf_counter() - start
+        return outputs, once_s
+
+    # -- accuracy and the shape probe ----------------------------------------------------
+
+    def check_accuracy(
+        self,
+        subject: Subject,
+        reference: list[torch.Tensor],
+        eager: list[torch.Tensor],
+        compiled: list[torch.Tensor],
+    ) -> None:
+        self.ctx.enter(ACCURACY)
+        tol, multiplier = accuracy_tolerance(subject.precision, subject.device.type)
+        accuracy = compare_outputs(reference, eager, compiled, tol=tol, multiplier=multiplier)
+        result = self.result
+        result.accuracy_pass = accuracy.passed
+        result.max_abs_error = accuracy.max_abs_error
+        result.rmse = accuracy.rmse
+        result.eager_rmse = accuracy.eager_rmse
+        if accuracy.failure:
+            self.ctx.note(f"accuracy: {accuracy.failure}")
+
+    def probe_shape_change(self, subject: Subject, compiled: Compiled) -> None:
+        """Dynamic cells: one call on inputs of another shape, and what it recompiled."""
+        if self.ctx.cell.config.dynamic not in ("true", "auto"):
+            return
+        hold = self.ctx.gate(compiled.probe_hold) if compiled.probe_hold else None
+        with hold or contextlib.nullcontext():
+            self._probe(subject, compiled)
+
+    def _probe(self, subject: Subject, compiled: Compiled) -> None:
+        ctx, result = self.ctx, self.result
+        ctx.enter(PROBE)
+        try:
+            inputs = self.probe_inputs(subject)
+        except Exception as exc:
+            ctx.note(f"shape probe skipped, its inputs failed: {signature(exc)}")
+            return
+        if inputs is None:
+            ctx.note("shape probe skipped: no input dimension can be halved")
+            return
+        result.probe_shapes = shapes_json(inputs)
+        graphs_before = compiled.graphs()
+        try:
+            with subject.autocast():
+                compiled(inputs)
+            result.probe_ok = True
+        except Exception as exc:
+            result.probe_ok = False
+            _, stage = classify(exc, PROBE)
+            ctx.note(f"shape probe failed ({stage}): {signature(exc)}")
+        result.probe_recompiles = compiled.graphs() - graphs_before
+
+    def probe_inputs(self, subject: Subject) -> tuple[Any, ...] | None:
+        """Inputs with the batch halved (at least 2: 1 would be specialized) and the
+        sequence halved; ``None`` when that changes no shape."""
+        cell = self.ctx.cell
+        batch, seq = cell.batch_size, cell.seq_len
+        if batch is None:
+            return halve_leading_dims(subject.inputs)
+        probe_batch = max(2, batch // 2)
+        probe_seq = max(2, seq // 2) if seq else seq
+        if (probe_batch, probe_seq) == (batch, seq):
+            return None
+        return subject.inputs_for(probe_batch, probe_seq)

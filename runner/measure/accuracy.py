@@ -1,0 +1,122 @@
+"""Is the compiled output still right: the RMSE rule of PyTorch's dynamo benchmark
+harness, compiled and eager outputs each against a float64 reference."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from runner.matrix.axes import REDUCED_PRECISIONS
+
+
+@dataclass
+class Accuracy:
+    """The outcome of comparing compiled outputs with eager ones and a reference."""
+
+    passed: bool
+    max_abs_error: float | None = None
+    rmse: float | None = None
+    eager_rmse: float | None = None
+    failure: str | None = None
+
+
+def accuracy_tolerance(precision: str, device_type: str) -> tuple[float, float]:
+    """``(tol, multiplier)`` of the RMSE rule for a precision on a device type."""
+    if precision in REDUCED_PRECISIONS:
+        return 1e-2, 3.0
+    return (1e-3 if device_type == "cuda" else 1e-4), 2.0
+
+
+def compare_outputs(
+    fp64_ref: list[torch.Tensor],
+    eager: list[torch.Tensor],
+    compiled: list[torch.Tensor],
+    *,
+    tol: float,
+    multiplier: float,
+) -> Accuracy:
+    """The RMSE rule of PyTorch's dynamo benchmark harness, output by output.
+
+    A floating output passes if it is allclose to eager, or if its RMSE against the
+    reference is at most ``multiplier`` x eager's RMSE against the reference + tol/10.
+    Other outputs must be equal. ``rmse``/``eager_rmse`` are those of the output
+    closest to failing (or failing worst); ``max_abs_error`` is over all outputs.
+    """
+    if not len(fp64_ref) == len(eager) == len(compiled):
+        return Accuracy(
+            False,
+            failure=f"{len(compiled)} compiled outputs, {len(eager)} eager, "
+            f"{len(fp64_ref)} reference",
+        )
+    accuracy = Accuracy(True)
+    worst_margin = -math.inf
+    for index, (gold, ref, res) in enumerate(zip(fp64_ref, eager, compiled, strict=True)):
+        mismatch = _structural_mismatch(ref, res)
+        if mismatch:
+            return Accuracy(False, failure=f"output {index}: {mismatch}")
+        if not _is_float(ref):
+            if not torch.equal(ref, res):
+                accuracy.passed = False
+                accuracy.failure = accuracy.failure or f"output {index}: values differ"
+            continue
+        if ref.numel() == 0:
+            continue
+        check = _compare_float(gold, ref, res, tol, multiplier)
+        accuracy.max_abs_error = max(accuracy.max_abs_error or 0.0, check.max_abs_error)
+        if check.margin > worst_margin:
+            worst_margin = check.margin
+            accuracy.rmse, accuracy.eager_rmse = check.rmse, check.eager_rmse
+        if not check.passed:
+            accuracy.passed = False
+            accuracy.failure = accuracy.failure or (
+                f"output {index}: rmse {check.rmse:.3g} > {multiplier:g} x eager rmse "
+                f"{check.eager_rmse:.3g} + {tol / 10:g}"
+            )
+    return accuracy
+
+
+@dataclass
+class _FloatCheck:
+    passed: bool
+    max_abs_error: float
+    rmse: float
+    eager_rmse: float
+    margin: float  # how far past the RMSE bound (positive: failing)
+
+
+def _compare_float(
+    gold: torch.Tensor, ref: torch.Tensor, res: torch.Tensor, tol: float, multiplier: float
+) -> _FloatCheck:
+    gold, ref, res = (_as_float64(t) for t in (gold, ref, res))
+    identical = (ref == res) | (ref.isnan() & res.isnan())
+    max_abs = (ref - res).abs().masked_fill(identical, 0).max().item()
+    # NaN or inf in the same place in both is agreement, and no distance to the reference.
+    finite = ~(identical & ~ref.isfinite())
+    rmse = _rmse(gold[finite], res[finite])
+    eager_rmse = _rmse(gold[finite], ref[finite])
+    bound = multiplier * eager_rmse + tol / 10
+    close = torch.allclose(ref, res, rtol=tol, atol=tol, equal_nan=True)
+    passed = close or rmse <= bound
+    return _FloatCheck(passed, max_abs, rmse, eager_rmse, rmse - bound)
+
+
+def _rmse(a: torch.Tensor, b: torch.Tensor) -> float:
+    return torch.sqrt(torch.mean((a - b) ** 2)).item() if a.numel() else 0.0
+
+
+def _structural_mismatch(ref: torch.Tensor, res: torch.Tensor) -> str | None:
+    if ref.shape != res.shape:
+        return f"shape {list(ref.shape)} eager, {list(res.shape)} compiled"
+    if _is_float(ref) != _is_float(res) or (not _is_float(ref) and ref.dtype != res.dtype):
+        return f"dtype {ref.dtype} eager, {res.dtype} compiled"
+    return None
+
+
+def _is_float(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _as_float64(t: torch.Tensor) -> torch.Tensor:
+    return (torch.view_as_real(t) if t.is_complex() else t).to(torch.float64)

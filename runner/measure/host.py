@@ -1,0 +1,42 @@
+"""The host a cell runs on: which cores its threads run on, and a process's tie to its
+parent. Used by the schedule (workers, the GPU lock) and by the processes a backend
+starts (XLA's eager baseline); imports nothing heavy."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from collections.abc import Iterable
+
+
+def die_with_parent() -> None:
+    """Have the kernel kill this process when its parent dies (Linux). A worker may be
+    stopped (``--quiet-timing``) when zoo-run dies, and then nobody would continue it;
+    SIGKILL is the one signal a stopped process does not wait for."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass  # not Linux: a parent that dies leaves its workers to end on stdin's EOF
+
+
+def move_threads(cpus: Iterable[int] | None) -> None:
+    """Every thread of this process onto ``cpus`` (Linux sets affinity per thread)."""
+    if not cpus:
+        return
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
+def parse_cpus(text: str | None) -> frozenset[int] | None:
+    """``"0,1,5"`` -> {0, 1, 5}; empty or None -> None."""
+    return frozenset(int(part) for part in text.split(",")) if text else None
+
+
+def format_cpus(cpus: Iterable[int]) -> str:
+    return ",".join(str(cpu) for cpu in sorted(cpus))

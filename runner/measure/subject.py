@@ -1,0 +1,141 @@
+"""The subject of a cell: its model and inputs on its device, at its precision.
+
+Two precision treatments exist: ``autocast`` (the model stays fp32 and runs under
+``torch.autocast``; torch.compile's cells) and ``cast`` (model and inputs cast to the
+precision, eager side too; XLA's cells, as autocast does not cross into JAX). fp32
+cells on CUDA run with TF32 off either way: full fp32 matmuls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+
+from runner.matrix.cells import Cell
+from runner.measure.isolation import release_cached_memory, tf32_disabled
+from runner.measure.tensors import MB, cast_floats
+
+REDUCED_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+AUTOCAST: Literal["autocast"] = "autocast"
+CAST: Literal["cast"] = "cast"
+Treatment = Literal["autocast", "cast"]
+
+InputsFn = Callable[[int | None, str, int | None], tuple[torch.Tensor, ...]]
+
+
+@dataclass
+class Subject:
+    """A built model and its inputs for one cell."""
+
+    cell: Cell
+    model: torch.nn.Module
+    treatment: Treatment = AUTOCAST
+    # What the build changed from the model's defaults (an hf depth cut): notes.
+    build_notes: tuple[str, ...] = ()
+    make_inputs: InputsFn | None = None
+    inputs: tuple[Any, ...] = ()
+    cast_applied: bool = field(default=False, init=False)
+
+    @classmethod
+    def build(
+        cls,
+        cell: Cell,
+        *,
+        model: torch.nn.Module | None = None,
+        treatment: Treatment = AUTOCAST,
+    ) -> Subject:
+        """The cell's model on its device (``model`` replaces ``cell.spec.build()``);
+        its inputs come with ``load_inputs``, a phase of their own."""
+        if model is None:
+            model = cell.spec.build()
+        notes = tuple(getattr(model, "build_notes", ()))
+        return cls(cell, model.to(torch.device(cell.device)), treatment, notes)
+
+    def load_inputs(self, inputs_fn: InputsFn | None = None) -> None:
+        """The cell's inputs (``inputs_fn`` replaces ``cell.spec.example_inputs``)."""
+        self.make_inputs = inputs_fn or self.cell.spec.example_inputs
+        cell = self.cell
+        self.inputs = tuple(self.make_inputs(cell.batch_size, cell.device, cell.seq_len))
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device(self.cell.device)
+
+    @property
+    def on_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    @property
+    def precision(self) -> str:
+        return self.cell.config.precision
+
+    @property
+    def reduced_dtype(self) -> torch.dtype | None:
+        """The dtype of a bf16/fp16 cell; None for fp32."""
+        return REDUCED_DTYPES.get(self.precision)
+
+    def param_count(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def inputs_for(self, batch_size: int | None, seq_len: int | None) -> tuple[Any, ...]:
+        """Inputs of another shape, made the way the cell's were (and cast like them)."""
+        assert self.make_inputs is not None, "load_inputs first"
+        return self.cast_inputs(tuple(self.make_inputs(batch_size, self.cell.device, seq_len)))
+
+    # -- precision ---------------------------------------------------------------------
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Around every call of the model: autocast to the cell's precision, where that
+        is the treatment."""
+        dtype = self.reduced_dtype
+        if self.treatment == AUTOCAST and dtype is not None:
+            return torch.autocast(self.device.type, dtype=dtype)
+        return contextlib.nullcontext()
+
+    def fp32_treatment(self) -> contextlib.AbstractContextManager[Any]:
+        """fp32 cells run with TF32 off on CUDA: full fp32 matmuls."""
+        if self.precision == "fp32":
+            return tf32_disabled(self.on_cuda)
+        return contextlib.nullcontext()
+
+    def cast(self) -> None:
+        """Model and inputs cast to the cell's precision, where that is the treatment
+        (after the fp32 model's reference is taken)."""
+        dtype = self.reduced_dtype
+        if self.treatment != CAST or dtype is None or self.cast_applied:
+            return
+        self.model = self.model.to(dtype)
+        self.inputs = cast_floats(self.inputs, dtype)
+        self.cast_applied = True
+
+    def cast_inputs(self, inputs: tuple[Any, ...]) -> tuple[Any, ...]:
+        return cast_floats(inputs, self.reduced_dtype) if self.cast_applied else inputs
+
+    def treatment_label(self) -> str:
+        """What the row's ``precision_treatment`` says."""
+        if self.reduced_dtype is not None:
+            if self.treatment == CAST:
+                return f"cast {self.precision} (model and inputs, eager too)"
+            return f"autocast {self.precision}"
+        return "fp32, tf32 off" if self.on_cuda else "fp32"
+
+    # -- the device ----------------------------------------------------------------------
+
+    def sync(self) -> None:
+        if self.on_cuda:
+            torch.cuda.synchronize(self.device)
+
+    def peak_memory_mb(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(allocated, reserved) peak of one call of ``fn``, in MB (CUDA only)."""
+        release_cached_memory()  # garbage is collected before the hold that calls this
+        torch.cuda.reset_peak_memory_stats(self.device)
+        fn()
+        self.sync()
+        return (
+            torch.cuda.max_memory_allocated(self.device) / MB,
+            torch.cuda.max_memory_reserved(self.device) / MB,
+        )

@@ -1,0 +1,125 @@
+"""One run's lifecycle: its record in the database, its cells executed on workers, each
+result written as it arrives, the run finished with what happened to it.
+
+``zoo-run`` (``runner.cli.run``) and ``benchmarks/throughput.py`` both run cells
+through a ``Session``; neither rebuilds the lifecycle.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from runner.matrix.cells import Cell
+from runner.matrix.results import CellResult
+from runner.schedule.executor import Executor
+from runner.schedule.usage import Usage, each_hold
+from runner.store.db import Store
+from runner.store.schema import RunRecord
+from zoo.errors import Interrupted
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where and how a run's cells execute (``runner.schedule.executor.Executor``)."""
+
+    workers: int = 1
+    # GPUs (UUIDs) to spread workers over, a GPU named more than once standing for as
+    # many slots; none on CPU.
+    gpus: tuple[str, ...] = ()
+    timing_cpus_per_gpu: int = 0
+    quiet_timing: bool = False
+    # A fresh worker process for every cell (the serial baseline of the benchmark).
+    reuse_workers: bool = True
+
+
+@dataclass
+class Outcome:
+    """What a finished (or interrupted) run did."""
+
+    run_id: str
+    results: list[CellResult] = field(default_factory=list)
+    status: str = "finished"
+    elapsed_s: float = 0.0
+    usage: Usage | None = None
+    # Every lock hold of the run's workers: (worker, key, kind, start, end), wall clock.
+    holds: list[tuple[str, str, str, float, float]] = field(default_factory=list)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+
+class Session:
+    """A run in ``store`` (None: results are not stored) in the environment ``env``
+    (``runner.env.capture``) on ``device``."""
+
+    def __init__(
+        self,
+        store: Store | None,
+        env: dict[str, Any],
+        device: str,
+        **run_values: Any,
+    ) -> None:
+        """``run_values``: the run record's label, command, zoo_version."""
+        self.store = store
+        self.env = env
+        self.device = device
+        self.run_values = run_values
+
+    def run(
+        self,
+        cells: Iterable[Cell],
+        placement: Placement,
+        *,
+        on_start: Callable[[Cell], None] = lambda cell: None,
+        on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
+        on_result: Callable[[CellResult], None] = lambda result: None,
+        on_started: Callable[[str], None] = lambda run_id: None,
+        stop_after_s: float | None = None,
+    ) -> Outcome:
+        """Run ``cells``; ``on_started`` gets the run id once the run is recorded, each
+        result is recorded, then handed to ``on_result``. No cell
+        starts after ``stop_after_s`` seconds (those left get no row). Ctrl-C and SIGTERM
+        end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost."""
+        cells = list(cells)
+        run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
+        if self.store is not None:
+            self.store.record_environment(self.env)
+            self.store.start_run(run)
+        outcome = Outcome(run.run_id)
+        on_started(run.run_id)
+
+        def record(result: CellResult) -> None:
+            if self.store is not None:
+                self.store.write_results(run.run_id, [result])
+            outcome.results.append(result)
+            on_result(result)
+
+        started = time.monotonic()
+        deadline = started + stop_after_s if stop_after_s is not None else None
+        with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir:
+            executor = Executor(
+                Path(workdir),
+                workers=placement.workers,
+                gpus=list(placement.gpus),
+                timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
+                quiet_timing=placement.quiet_timing,
+                reuse_workers=placement.reuse_workers,
+            )
+            try:
+                executor.run(
+                    cells, on_result=record, on_start=on_start, on_phase=on_phase, deadline=deadline
+                )
+            except Interrupted:
+                outcome.status = "interrupted"
+            outcome.usage = executor.usage
+            outcome.holds = list(each_hold(Path(workdir)))
+        outcome.elapsed_s = time.monotonic() - started
+        if self.store is not None:
+            self.store.finish_run(run.run_id, outcome.status, len(outcome.results))
+        return outcome

@@ -1,0 +1,1 @@
+"""Steps: what one call of a cell is (``runner.steps.registry`` lists them)."""

@@ -1,0 +1,298 @@
+"""The database's schema, as data: tables, their columns and row identities, the
+migrations that make them, the default paths, and the SQL that picks a cell's latest row.
+
+Imports neither torch nor anything that writes: the store (``runner.store.db``), export,
+merge and the dashboard all take their tables from here.
+"""
+
+from __future__ import annotations
+
+import socket
+import types
+import typing
+import uuid
+from dataclasses import dataclass, field, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from runner.matrix.clock import utc_now
+from runner.matrix.results import CellResult, result_columns
+
+DEFAULT_DB_PATH = Path("data/zoo.duckdb")
+DEFAULT_RUNS_DIR = Path("data/runs")
+SCHEMA_VERSION = 2
+RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+
+# Parents before children, so a reader never sees a result whose run is missing.
+TABLES = ("environments", "runs", "results", "graph_breaks")
+# What identifies a row of each table: a row already present by these is the same row
+# (merge skips it, the dashboard keeps it once).
+IDENTITY = {
+    "environments": ("env_id",),
+    "runs": ("run_id",),
+    "results": ("result_id",),
+    "graph_breaks": ("result_id", "idx"),
+}
+
+
+def latest_row(partition: str = "cell_key", alias: str = "") -> str:
+    """The window condition that keeps the newest row of each ``partition`` (results are
+    history: every rerun of a cell stays, and readers take the latest by recorded_at,
+    result_id breaking ties). ``alias``: the results table's alias in the query."""
+    prefix = f"{alias}." if alias else ""
+    return (
+        f"row_number() OVER (PARTITION BY {partition} "
+        f"ORDER BY {prefix}recorded_at DESC, {prefix}result_id) = 1"
+    )
+
+
+# Migrations are frozen once released: a database at version N has exactly the tables
+# that migrations 1..N made, whatever the dataclasses look like today. A new CellResult
+# field therefore needs a new migration (ALTER TABLE results ADD COLUMN ...);
+# tests/test_store.py checks that the results table matches the dataclass.
+MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
+    (
+        1,
+        (
+            """
+            CREATE TABLE runs (
+                run_id VARCHAR PRIMARY KEY,
+                label VARCHAR,
+                command VARCHAR,
+                started_at TIMESTAMP,
+                finished_at TIMESTAMP,
+                status VARCHAR CHECK (status IN ('running', 'finished', 'interrupted', 'failed')),
+                host VARCHAR,
+                device VARCHAR,
+                gpu VARCHAR,
+                env_id VARCHAR,
+                zoo_version VARCHAR,
+                cells_planned INTEGER,
+                cells_recorded INTEGER,
+                schema_version INTEGER NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE environments (
+                env_id VARCHAR PRIMARY KEY,
+                python VARCHAR,
+                torch VARCHAR,
+                triton VARCHAR,
+                cuda VARCHAR,
+                gpu VARCHAR,
+                timm VARCHAR,
+                transformers VARCHAR,
+                jax VARCHAR,
+                jaxlib VARCHAR,
+                torchax VARCHAR,
+                torch_xla VARCHAR,
+                driver VARCHAR,
+                cudnn VARCHAR,
+                gpu_count INTEGER,
+                gpu_memory_gb DOUBLE,
+                cpu VARCHAR,
+                cpu_count INTEGER,
+                host VARCHAR,
+                platform VARCHAR,
+                captured_at VARCHAR,
+                schema_version INTEGER NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE results (
+                result_id VARCHAR PRIMARY KEY,
+                run_id VARCHAR NOT NULL,
+                cell_key VARCHAR NOT NULL,
+                model_id VARCHAR,
+                suite VARCHAR,
+                family VARCHAR,
+                task VARCHAR,
+                size VARCHAR,
+                backend VARCHAR,
+                mode VARCHAR,
+                dynamic VARCHAR,
+                precision VARCHAR,
+                step VARCHAR,
+                batch_size BIGINT,
+                seq_len BIGINT,
+                device VARCHAR,
+                env_id VARCHAR,
+                status VARCHAR,
+                error_type VARCHAR,
+                error_phase VARCHAR,
+                error_signature VARCHAR,
+                error_message VARCHAR,
+                traceback_tail VARCHAR,
+                stderr_tail VARCHAR,
+                graph_count BIGINT,
+                graph_break_count BIGINT,
+                unique_break_count BIGINT,
+                recompile_count BIGINT,
+                probe_shapes VARCHAR,
+                probe_ok BOOLEAN,
+                probe_recompiles BIGINT,
+                compile_s DOUBLE,
+                eager_ms DOUBLE,
+                eager_ms_p25 DOUBLE,
+                eager_ms_p75 DOUBLE,
+                compiled_ms DOUBLE,
+                compiled_ms_p25 DOUBLE,
+                compiled_ms_p75 DOUBLE,
+                eager_samples_ms DOUBLE[],
+                compiled_samples_ms DOUBLE[],
+                speedup DOUBLE,
+                eager_peak_alloc_mb DOUBLE,
+                eager_peak_reserved_mb DOUBLE,
+                compiled_peak_alloc_mb DOUBLE,
+                compiled_peak_reserved_mb DOUBLE,
+                memory_ratio DOUBLE,
+                accuracy_ref_dtype VARCHAR,
+                max_abs_error DOUBLE,
+                rmse DOUBLE,
+                eager_rmse DOUBLE,
+                accuracy_pass BOOLEAN,
+                input_shapes VARCHAR,
+                param_count BIGINT,
+                precision_treatment VARCHAR,
+                notes VARCHAR,
+                wall_s DOUBLE,
+                started_at VARCHAR,
+                finished_at VARCHAR,
+                recorded_at TIMESTAMP NOT NULL,
+                schema_version INTEGER NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE graph_breaks (
+                result_id VARCHAR NOT NULL,
+                run_id VARCHAR NOT NULL,
+                cell_key VARCHAR NOT NULL,
+                idx INTEGER NOT NULL,
+                reason VARCHAR,
+                user_frame VARCHAR,
+                count BIGINT,
+                schema_version INTEGER NOT NULL
+            )
+            """,
+        ),
+    ),
+    (
+        2,
+        (
+            # The wall time of the first compiled call (compile_s is it minus one eager
+            # call; for XLA cells compile_s is what jax.monitoring reports).
+            "ALTER TABLE results ADD COLUMN first_call_s DOUBLE",
+            # Which XLA routes this environment can run, and why not (JSON).
+            "ALTER TABLE environments ADD COLUMN xla_routes VARCHAR",
+        ),
+    ),
+]
+
+ENVIRONMENT_COLUMNS = (
+    "env_id",
+    "python",
+    "torch",
+    "triton",
+    "cuda",
+    "gpu",
+    "timm",
+    "transformers",
+    "jax",
+    "jaxlib",
+    "torchax",
+    "torch_xla",
+    "xla_routes",
+    "driver",
+    "cudnn",
+    "gpu_count",
+    "gpu_memory_gb",
+    "cpu",
+    "cpu_count",
+    "host",
+    "platform",
+    "captured_at",
+)
+
+_SQL_TYPES: dict[Any, str] = {
+    int: "BIGINT",
+    float: "DOUBLE",
+    bool: "BOOLEAN",
+    str: "VARCHAR",
+    list[float]: "DOUBLE[]",
+}
+
+
+def empty_table_sql(table: str) -> str:
+    """A statement creating ``table`` empty, with the columns every migration gave it:
+    readers with no data use it to get a table with the right columns."""
+    with duckdb.connect(":memory:") as con:
+        for _, statements in MIGRATIONS:
+            for statement in statements:
+                con.execute(statement)
+        try:
+            columns = con.execute(f"DESCRIBE {table}").fetchall()
+        except duckdb.CatalogException:
+            raise ValueError(f"no migration creates table {table!r}") from None
+    definitions = ", ".join(f'"{name}" {sql}' for name, sql, *_ in columns)
+    return f"CREATE TABLE {table} ({definitions})"
+
+
+def sql_type(annotation: Any) -> str:
+    """The DuckDB type of a ``CellResult`` field annotation (``X | None`` is nullable X)."""
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        (annotation,) = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    try:
+        return _SQL_TYPES[annotation]
+    except KeyError:
+        raise TypeError(f"no DuckDB type for a CellResult field of type {annotation}") from None
+
+
+def result_column_types() -> dict[str, str]:
+    """``results`` columns from ``CellResult`` -> DuckDB type, in column order."""
+    hints = typing.get_type_hints(CellResult)
+    return {name: sql_type(hints[name]) for name in result_columns()}
+
+
+RESULT_TYPES = result_column_types()
+
+
+@dataclass
+class RunRecord:
+    """One row of ``runs``: one ``zoo-run`` invocation. Times are UTC."""
+
+    run_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    label: str | None = None
+    command: str = ""
+    started_at: datetime = field(default_factory=utc_now)
+    finished_at: datetime | None = None
+    status: str = "running"
+    host: str | None = None
+    device: str | None = None
+    gpu: str | None = None
+    env_id: str | None = None
+    zoo_version: str | None = None
+    cells_planned: int | None = None
+    cells_recorded: int | None = 0
+    # The store stamps its own SCHEMA_VERSION on write; read back, this is the row's.
+    schema_version: int = SCHEMA_VERSION
+
+    @classmethod
+    def starting(cls, env: dict[str, Any], device: str, **values: Any) -> RunRecord:
+        """A run starting now on this host, in the environment ``env``
+        (``runner.env.capture``); ``values``: label, command, cells_planned, ..."""
+        gpu = env.get("gpu")
+        return cls(
+            run_id=str(uuid.uuid4()),
+            started_at=datetime.now(UTC),
+            host=socket.gethostname(),
+            device=device,
+            gpu=None if gpu in (None, "absent") else gpu,
+            env_id=str(env["env_id"]),
+            **values,
+        )
+
+
+RUN_COLUMNS = tuple(f.name for f in fields(RunRecord))
