@@ -57,7 +57,7 @@ def _cells(args):
         device=device,
     )
     env = environment.capture(device)
-    cells = plan_cells(select(args.models.split(",")), options, str(env["env_id"])).cells
+    cells = plan_cells(select(args.models.split(",")), options, environment.fingerprints(env)).cells
     return cells, env, device
 
 

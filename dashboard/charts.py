@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.matrix.results import STATUSES
 
 STATUS_COLORS = {
@@ -50,6 +51,7 @@ table.zoo-matrix td {{ width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
 table.zoo-matrix td.empty {{ background: #f5f5f5; }}
+table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
 table.zoo-matrix th.config {{ vertical-align: bottom; }}
 table.zoo-matrix th.config div {{ width: {TILE_PX}px; white-space: nowrap; font-weight: normal;
     transform: translate(8px, 0) rotate(-55deg); transform-origin: bottom left; }}
@@ -113,12 +115,6 @@ def speedup_color(speedup: float) -> str:
     return SPEEDUP_SCALE[-1][1]
 
 
-# A side whose median is this far above its fastest sample was disturbed while timed (a
-# quiet GPU and host give about 1.01; on the H200, launch-bound eager calls beside
-# compiling workers read 1.3-1.8).
-DISTURBED_RATIO = 1.2
-
-
 def _tooltip(row) -> str:
     disturbance = getattr(row, "timing_disturbance", None)
     disturbed = (
@@ -132,12 +128,32 @@ def _tooltip(row) -> str:
             row.config,
             f"status: {row.status}",
             f"speedup: {_text(row.speedup, '{:.2f}x')}{disturbed}",
+            *_gpu_lines(row),
             f"graph breaks: {_text(row.graph_break_count, '{:.0f}')}",
             f"compile: {_text(row.compile_s, '{:.1f} s')}",
             f"memory ratio: {_text(row.memory_ratio, '{:.2f}')}",
             f"family: {row.family or '–'}",
         )
     )
+
+
+def _gpu_lines(row) -> list[str]:
+    """The GPU-time speedup, for cells that have one (a profiled call on a GPU)."""
+    speedup = getattr(row, "gpu_speedup", None)
+    if speedup is None or pd.isna(speedup):
+        return []
+    return [f"GPU-time speedup: {speedup:.2f}x{_bound_text(getattr(row, 'bound', None))}"]
+
+
+def _bound_text(bound) -> str:
+    if bound is None or pd.isna(bound):
+        return ""
+    if bound == "launch-bound":
+        return (
+            f" (launch-bound: eager wall time {LAUNCH_BOUND_RATIO:g}x or more its GPU busy "
+            "time; the GPU-time speedup is the stable figure)"
+        )
+    return f" ({bound})"
 
 
 def _tile_style(row, color_by: str) -> str:
@@ -198,8 +214,9 @@ def matrix_html(
             if row is None:
                 tiles.append('<td class="empty"></td>')
                 continue
+            badge = ' class="launch-bound"' if getattr(row, "bound", None) == "launch-bound" else ""
             tiles.append(
-                f'<td style="background:{_tile_style(row, color_by)}">'
+                f'<td{badge} style="background:{_tile_style(row, color_by)}">'
                 f'<a href="{model_link[model]}{config_arg[config]}{keep}" '
                 f'title="{html.escape(_tooltip(row))}"></a></td>'
             )

@@ -33,6 +33,14 @@ SAME = "same"
 CHANGES = (NEW_FAILURE, SLOWER, STATUS_CHANGE, FIXED, FASTER, SAME)
 REGRESSIONS = (NEW_FAILURE, SLOWER)
 DEFAULT_THRESHOLD = 0.05
+# What a speedup is measured by: median wall-clock latency, or GPU busy time.
+WALL = "wall"
+GPU = "gpu"
+METRICS = (WALL, GPU)
+METRIC_TEXT = {
+    WALL: "wall-clock speedup (median latencies; what a user gets)",
+    GPU: "GPU-time speedup (kernel busy time of one profiled call; unmoved by the host)",
+}
 MIN_PREFIX = 8
 KINDS = ("run", "label", "env")
 RESOLUTION_HELP = (
@@ -131,7 +139,8 @@ def _side(con: duckdb.DuckDBPyConnection, side: str | Side) -> Side:
 
 
 def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD) -> str:
-    """The change from A to B of one matched cell (the rule is in ``zoo-compare --help``)."""
+    """The change from A to B of one matched cell (the rule is in ``zoo-compare --help``),
+    by the speedup columns of the frame (``compare_frames`` puts the metric's there)."""
     a_pass, b_pass = row["a_status"] == "pass", row["b_status"] == "pass"
     if a_pass and not b_pass:
         return NEW_FAILURE
@@ -156,14 +165,27 @@ def compare_frames(
     a: str | Side,
     b: str | Side,
     threshold: float = DEFAULT_THRESHOLD,
+    metric: str = WALL,
 ) -> pd.DataFrame:
     """One row per cell present on both sides (latest row of each), with its ``change``.
 
-    ``a`` and ``b`` are Sides or names for ``resolve_side``. ``speedup_change`` is
-    B / A - 1; ``*_speedup_low``/``_high`` bound each speedup by the latency quartiles.
+    ``a`` and ``b`` are Sides or names for ``resolve_side``. ``metric`` is ``wall``
+    (median wall-clock latencies: what a user gets; ``*_speedup_low``/``_high`` bound
+    each speedup by the latency quartiles) or ``gpu`` (GPU busy time of one profiled call
+    per side: what the compiler changed, unmoved by the host's speed; a point, no
+    interval). ``speedup_change`` is B / A - 1 of the metric's speedup.
     """
+    if metric not in METRICS:
+        raise UsageError(f"unknown speedup metric {metric!r}; one of {', '.join(METRICS)}")
     a, b = _side(con, a), _side(con, b)
     frame = con.execute(queries.COMPARE_CELLS, [*a.params(), *b.params()]).df()
+    if metric == GPU:
+        # The GPU-time speedups take the speedup columns (classify and the tables read
+        # those), the wall ones stay beside them.
+        for side in ("a", "b"):
+            frame[f"{side}_wall_speedup"] = frame[f"{side}_speedup"]
+            for column in ("speedup", "speedup_low", "speedup_high"):
+                frame[f"{side}_{column}"] = frame[f"{side}_gpu_speedup"]
     frame["speedup_change"] = frame["b_speedup"] / frame["a_speedup"] - 1
     frame["change"] = (
         frame.apply(classify, axis=1, threshold=threshold) if len(frame) else pd.Series(dtype=str)
@@ -268,9 +290,11 @@ def write_text(
     out: TextIO,
     changed_only: bool = False,
     use_rich: bool | None = None,
+    metric: str = WALL,
 ) -> None:
     print(f"A: {a.description}", file=out)
     print(f"B: {b.description}", file=out)
+    print(f"speedup: {METRIC_TEXT[metric]}", file=out)
     rows = table_rows(_changed(frame) if changed_only else frame)
     if rows and (_use_rich(out) if use_rich is None else use_rich):
         _rich_table(rows, out)
@@ -292,12 +316,14 @@ def write_json(
     threshold: float,
     out: TextIO,
     changed_only: bool = False,
+    metric: str = WALL,
 ) -> None:
     cells = _changed(frame) if changed_only else frame
     document = {
         "a": asdict(a),
         "b": asdict(b),
         "threshold": threshold,
+        "metric": metric,
         "counts": change_counts(frame),
         "only_a": unmatched[0],
         "only_b": unmatched[1],
@@ -350,6 +376,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="the smallest relative speedup change that counts, as 0.05 or 5%% (default 5%%)",
     )
     parser.add_argument(
+        "--speedup",
+        choices=METRICS,
+        default=WALL,
+        help="compare wall-clock speedups (default: what a user gets) or GPU-time speedups "
+        "(kernel busy time of one profiled call per side: the stable figure for compiler "
+        "regressions, unmoved by the host's speed; cells without a GPU profile count as same)",
+    )
+    parser.add_argument(
         "--changed-only", action="store_true", help="list only the cells that changed"
     )
     parser.add_argument(
@@ -371,15 +405,15 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as error:
         print(f"zoo-compare: error: {error}", file=sys.stderr)
         return error.exit_code
-    frame = compare_frames(con, a, b, args.threshold)
+    frame = compare_frames(con, a, b, args.threshold, args.speedup)
     unmatched = unmatched_counts(con, a, b)
     try:
         if args.format == "csv":
             (_changed(frame) if args.changed_only else frame).to_csv(out, index=False)
         elif args.format == "json":
-            write_json(frame, a, b, unmatched, args.threshold, out, args.changed_only)
+            write_json(frame, a, b, unmatched, args.threshold, out, args.changed_only, args.speedup)
         else:
-            write_text(frame, a, b, unmatched, out, args.changed_only)
+            write_text(frame, a, b, unmatched, out, args.changed_only, metric=args.speedup)
         out.flush()
     except BrokenPipeError:
         # `zoo-compare ... | head` closed the pipe: the exit code still tells the verdict.

@@ -15,7 +15,14 @@ from pathlib import Path
 
 import duckdb
 
-from runner.store.schema import DEFAULT_DB_PATH, DEFAULT_RUNS_DIR, IDENTITY, TABLES, latest_row
+from runner.store.schema import (
+    DEFAULT_DB_PATH,
+    DEFAULT_RUNS_DIR,
+    IDENTITY,
+    TABLES,
+    latest_row,
+    schema_columns,
+)
 
 # Rows that can arrive from both sources (a run exported to parquet and still in the
 # database) are kept once, by their identity.
@@ -94,6 +101,7 @@ def load(
             parts[table].append(f"user_{table}")
     for table in TABLES:
         _combine(con, table, parts[table])
+        _add_missing_columns(con, table)
     con.execute(f"CREATE VIEW latest_results AS SELECT * FROM results QUALIFY {latest_row()}")
     return con, sources
 
@@ -157,3 +165,12 @@ def _combine(con: duckdb.DuckDBPyConnection, table: str, parts: list[str]) -> No
     con.execute(f"CREATE TABLE {table} AS SELECT * FROM ({union}) {keep_once}")
     for part in parts:
         con.execute(f"DROP TABLE {part}")
+
+
+def _add_missing_columns(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """Columns of this schema version that none of the sources has (every row written
+    before they existed): added empty, so that queries can name them."""
+    have = {row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()}
+    for name, sql_type in schema_columns(table):
+        if name not in have:
+            con.execute(f'ALTER TABLE {table} ADD COLUMN "{name}" {sql_type}')

@@ -21,7 +21,7 @@ SEARCH_KEY = "q"
 SEARCH_MAX_CHARS = 100
 # Shown first in the sidebar; the rest sit under "More filters".
 MAIN_FILTERS = ("status", "family", "backend", "mode")
-MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "run")
+MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "bound", "run")
 LABELS = {
     "status": "Status",
     "family": "Family",
@@ -32,6 +32,7 @@ LABELS = {
     "precision": "Precision",
     "size": "Size",
     "device": "Device",
+    "bound": "Launch- or GPU-bound (eager wall vs GPU busy time)",
     "run": "Run or label",
 }
 # The order a reader expects (the CLI's), not the alphabet; unknown values go last.
@@ -59,6 +60,7 @@ class Filters:
     precision: tuple[str, ...] = ()
     size: tuple[str, ...] = ()
     device: tuple[str, ...] = ()
+    bound: tuple[str, ...] = ()
 
     def params(self) -> dict[str, object]:
         """The named parameters of the filtered queries in ``dashboard.queries``."""

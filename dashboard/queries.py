@@ -1,6 +1,10 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+from runner.matrix.labels import LAUNCH_BOUND_RATIO
 from runner.store.schema import latest_row
+
+LAUNCH_BOUND = "launch-bound"
+GPU_BOUND = "gpu-bound"
 
 # -- pages: Matrix, Summary, Model detail, Failures (dashboard/reads.py runs them) --
 
@@ -11,7 +15,7 @@ from runner.store.schema import latest_row
 # sizes): the matrix shows the newest, Model detail shows them all. Device, size and
 # step join the label only when the data holds more than one of them.
 PREPARE = (
-    """
+    f"""
     CREATE OR REPLACE TABLE cells AS
     WITH axes AS (
         SELECT
@@ -37,11 +41,19 @@ PREPARE = (
             r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.accuracy_pass, r.recorded_at,
-            -- how far a side's median sits above its fastest sample (about 1.01 quiet)
-            greatest(
+            -- how far a side's median sits above its fastest sample (about 1.01 quiet);
+            -- rows written before the column have it from their samples
+            coalesce(r.timing_disturbance, greatest(
                 r.eager_ms / nullif(r.eager_fastest_ms, 0),
                 r.compiled_ms / nullif(r.compiled_fastest_ms, 0)
-            ) AS timing_disturbance
+            )) AS timing_disturbance,
+            r.gpu_speedup, r.eager_gpu_ms, r.compiled_gpu_ms, r.eager_kernels,
+            r.compiled_kernels,
+            -- eager wall time far above its GPU busy time: the host's speed sets it
+            CASE WHEN r.eager_gpu_ms > 0 THEN
+                CASE WHEN r.eager_ms / r.eager_gpu_ms >= {LAUNCH_BOUND_RATIO}
+                THEN '{LAUNCH_BOUND}' ELSE '{GPU_BOUND}' END
+            END AS bound
         FROM results r
         CROSS JOIN axes
         LEFT JOIN runs u ON u.run_id = r.run_id
@@ -71,7 +83,8 @@ _CHOSEN = """
             $status::VARCHAR[] AS status, $backend::VARCHAR[] AS backend,
             $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
             $precision::VARCHAR[] AS precision, $size::VARCHAR[] AS size,
-            $device::VARCHAR[] AS device, lower($search::VARCHAR) AS search
+            $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
+            lower($search::VARCHAR) AS search
     ),
     in_runs AS (
         SELECT c.* FROM cells c, params p
@@ -97,6 +110,7 @@ _CHOSEN = """
             AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
             AND (len(p.size) = 0 OR list_contains(p.size, s.size))
             AND (len(p.device) = 0 OR list_contains(p.device, s.device))
+            AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
             AND (p.search = '' OR contains(lower(s.model_id), p.search))
     )
 """
@@ -115,6 +129,7 @@ SELECT
     coalesce(list(DISTINCT precision) FILTER (WHERE precision IS NOT NULL), []) AS precision,
     coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
     coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
+    coalesce(list(DISTINCT bound ORDER BY bound) FILTER (WHERE bound IS NOT NULL), []) AS bound,
     coalesce(list(DISTINCT model_id ORDER BY model_id) FILTER (WHERE model_id IS NOT NULL), []) AS model
 FROM latest_cells
 """
@@ -165,7 +180,8 @@ page AS (
 )
 SELECT
     c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
-    c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance
+    c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance,
+    c.gpu_speedup, c.bound
 FROM chosen c SEMI JOIN page USING (model_id)
 ORDER BY c.family, c.model_id, c.config
 """
@@ -190,8 +206,9 @@ WITH {_CHOSEN}
 SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
-    compile_s, eager_ms, compiled_ms, speedup, memory_ratio, accuracy_pass, torch, gpu,
-    run_id, label, recorded_at
+    compile_s, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms, gpu_speedup,
+    eager_kernels, compiled_kernels, bound, timing_disturbance, memory_ratio,
+    accuracy_pass, torch, gpu, run_id, label, recorded_at
 FROM chosen
 ORDER BY family, model_id, config
 """
@@ -247,7 +264,7 @@ MODEL_CELLS = f"""
 WITH params AS (SELECT $run::VARCHAR[] AS run)
 SELECT
     r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
-    c.config, c.label, c.torch, c.gpu
+    c.config, c.label, c.torch, c.gpu, c.bound
 FROM results r
 JOIN cells c USING (result_id)
 CROSS JOIN params p
@@ -311,6 +328,7 @@ SELECT
     a.seq_len, a.device,
     a.status AS a_status, b.status AS b_status,
     a.speedup AS a_speedup, b.speedup AS b_speedup,
+    a.gpu_speedup AS a_gpu_speedup, b.gpu_speedup AS b_gpu_speedup,
     coalesce(a.eager_ms_p25 / nullif(a.compiled_ms_p75, 0), a.speedup) AS a_speedup_low,
     coalesce(a.eager_ms_p75 / nullif(a.compiled_ms_p25, 0), a.speedup) AS a_speedup_high,
     coalesce(b.eager_ms_p25 / nullif(b.compiled_ms_p75, 0), b.speedup) AS b_speedup_low,

@@ -35,6 +35,7 @@ FACET_COLUMNS = (
     "precision",
     "size",
     "device",
+    "bound",
 )
 
 

@@ -24,7 +24,7 @@ from runner.backends import registry as backends
 from runner.backends.base import Backend, Compiled, Sides
 from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
-from runner.matrix.phases import ACCURACY, BUILD, EAGER, INPUTS, PROBE, REFERENCE
+from runner.matrix.phases import ACCURACY, BUILD, EAGER, INPUTS, PROBE, PROFILE, REFERENCE
 from runner.matrix.results import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult
 from runner.measure.accuracy import accuracy_tolerance, compare_outputs
 from runner.measure.context import CellContext, Gate, Unsupported, no_gate
@@ -146,10 +146,20 @@ class CellProtocol:
         backend.before_timing(sides)
         with self.ctx.gate():
             backend.time(sides)
+            self.profile(backend, sides)
         backend.measure_memory(sides)
         self.probe_shape_change(subject, compiled)
         result.recompile_count = compiled.graphs() - compiled.first_graphs
         compiled.record_graph_breaks(self.ctx)
+
+    def profile(self, backend: Backend, sides: Sides) -> None:
+        """One profiled call per side (``runner.measure.profile``), in the timed hold: a
+        profile that fails costs the cell its GPU-time fields, not its row."""
+        self.ctx.enter(PROFILE)
+        try:
+            backend.profile(sides)
+        except Exception as exc:
+            self.ctx.note(f"profile failed, no GPU time: {signature(exc)}")
 
     # -- the subject ---------------------------------------------------------------------
 
@@ -170,6 +180,7 @@ class CellProtocol:
         ctx.phase = INPUTS
         subject.load_inputs(inputs_fn)
         self.result.input_shapes = shapes_json(subject.inputs)
+        self.result.batch_size_run = ctx.cell.run_batch_size
         return subject
 
     # -- reference and eager -------------------------------------------------------------
@@ -280,7 +291,7 @@ class CellProtocol:
         """Inputs with the batch halved (at least 2: 1 would be specialized) and the
         sequence halved; ``None`` when that changes no shape."""
         cell = self.ctx.cell
-        batch, seq = cell.batch_size, cell.seq_len
+        batch, seq = cell.run_batch_size, cell.seq_len
         if batch is None:
             return halve_leading_dims(subject.inputs)
         probe_batch = max(2, batch // 2)

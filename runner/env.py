@@ -7,8 +7,6 @@ the same software and GPU share results.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import shutil
@@ -18,24 +16,8 @@ import sys
 from datetime import UTC, datetime
 
 from runner.backends.xla import support as xla_support
+from runner.matrix.fingerprint import ABSENT, FIELDS, TORCH_PROCESS, environment_id
 from runner.matrix.versions import installed
-
-# The versions that make two results comparable. Changing this list changes every
-# environment id: do it only with a schema migration.
-HASHED_FIELDS = (
-    "python",
-    "torch",
-    "triton",
-    "cuda",
-    "gpu",
-    "timm",
-    "transformers",
-    "jax",
-    "jaxlib",
-    "torchax",
-    "torch_xla",
-)
-ABSENT = "absent"
 
 
 def _version(distribution: str) -> str:
@@ -95,7 +77,9 @@ def capture(device: str) -> dict[str, object]:
         "torchax": _version("torchax"),
         "torch_xla": _version("torch_xla"),
     }
-    env["env_id"] = environment_id(env)
+    # The run's own id is its torch stack's; each process kind's cells carry their own.
+    env["env_id"] = environment_id(env, TORCH_PROCESS)
+    env["fingerprint"] = TORCH_PROCESS
     env["xla_routes"] = xla_support.routes(device)
     cudnn = torch.backends.cudnn.version() if device == "cuda" else None
     env.update(
@@ -119,7 +103,14 @@ def gpu_uuids() -> list[str]:
     return [gpu["uuid"] for gpu in _visible(_nvidia_smi())]
 
 
-def environment_id(env: dict[str, object]) -> str:
-    """A short stable hash of the fixed version list."""
-    versions = [str(env.get(name, ABSENT)) for name in HASHED_FIELDS]
-    return hashlib.sha256(json.dumps(versions).encode()).hexdigest()[:16]
+def fingerprints(env: dict[str, object]) -> dict[str, str]:
+    """The environment id of each process kind's cells (``runner.matrix.fingerprint``)."""
+    return {kind: environment_id(env, kind) for kind in FIELDS}
+
+
+def rows(env: dict[str, object]) -> list[dict[str, object]]:
+    """The environment rows of a capture: one per fingerprint, the same facts under each
+    process kind's id."""
+    return [
+        {**env, "env_id": env_id, "fingerprint": kind} for kind, env_id in fingerprints(env).items()
+    ]

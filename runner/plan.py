@@ -8,14 +8,14 @@ store already holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from runner.backends import registry as backends
 from runner.backends.registry import TORCH_PROCESS
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
 from runner.matrix.cells import Cell, CellConfig
-from runner.matrix.results import RETRY_STATUSES
+from runner.matrix.results import OOM, RETRY_STATUSES, CellResult
 from zoo.spec import ModelSpec
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -118,8 +118,12 @@ def estimate_cell_s(cell: Cell) -> float:
     return backends.get(cell.config.backend).estimate_s(cell.device, cell.config.mode)
 
 
-def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) -> Plan:
-    """Every model x every config that can run on the device, model by model."""
+def plan_cells(
+    specs: Iterable[ModelSpec], options: PlanOptions, env_id: str | Mapping[str, str]
+) -> Plan:
+    """Every model x every config that can run on the device, model by model. ``env_id``:
+    the environment id of each process kind's cells (``runner.env.fingerprints``), or
+    one id for all."""
     kept, dropped = configs(options)
     cells = []
     one_size = 0
@@ -136,7 +140,9 @@ def plan_cells(specs: Iterable[ModelSpec], options: PlanOptions, env_id: str) ->
                     batch_size=batch,
                     seq_len=seq_len_for(spec, options),
                     device=options.device,
-                    env_id=env_id,
+                    env_id=env_id
+                    if isinstance(env_id, str)
+                    else env_id[backends.process_kind(config.backend)],
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
@@ -181,3 +187,13 @@ def skip_recorded(plan: Plan, recorded: dict[str, str], *, force: bool, retry_fa
         else:
             skipped.append(cell)
     return Plan(cells=todo, dropped=plan.dropped, skipped=skipped)
+
+
+def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
+    """The retry of a cell that ran out of memory: the same cell at half the batch, down
+    to 1 (timm's benchmark does the same); None when there is nothing to retry. The key
+    keeps the batch asked for; the row records the one that ran."""
+    batch = cell.run_batch_size
+    if result.status != OOM or batch is None or batch <= 1:
+        return None
+    return cell.with_run_batch(max(1, batch // 2))

@@ -61,6 +61,10 @@ def cell_line(result: CellResult, done: int, total: int) -> str:
     ]
     if result.speedup is not None:
         parts.append(f"{result.speedup:.2f}x")
+    if result.gpu_speedup is not None:
+        parts.append(f"(GPU time {result.gpu_speedup:.2f}x)")
+    if result.batch_size_run is not None and result.batch_size_run != result.batch_size:
+        parts.append(f"ran at batch {result.batch_size_run} (out of memory at {result.batch_size})")
     if result.graph_break_count:
         parts.append(f"{result.graph_break_count} breaks")
     if result.compile_s is not None:

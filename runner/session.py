@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from runner.env import rows as environment_rows
 from runner.matrix.cells import Cell
 from runner.matrix.results import CellResult
 from runner.schedule.executor import Executor
@@ -81,15 +82,18 @@ class Session:
         on_result: Callable[[CellResult], None] = lambda result: None,
         on_started: Callable[[str], None] = lambda run_id: None,
         stop_after_s: float | None = None,
+        retry: Callable[[Cell, CellResult], Cell | None] | None = None,
     ) -> Outcome:
         """Run ``cells``; ``on_started`` gets the run id once the run is recorded, each
         result is recorded, then handed to ``on_result``. No cell
-        starts after ``stop_after_s`` seconds (those left get no row). Ctrl-C and SIGTERM
+        starts after ``stop_after_s`` seconds (those left get no row); ``retry`` may run a
+        cell again instead of recording its result (``runner.plan.smaller_batch``). Ctrl-C and SIGTERM
         end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
         if self.store is not None:
-            self.store.record_environment(self.env)
+            for row in environment_rows(self.env):
+                self.store.record_environment(row)
             self.store.start_run(run)
         outcome = Outcome(run.run_id)
         on_started(run.run_id)
@@ -113,7 +117,12 @@ class Session:
             )
             try:
                 executor.run(
-                    cells, on_result=record, on_start=on_start, on_phase=on_phase, deadline=deadline
+                    cells,
+                    on_result=record,
+                    on_start=on_start,
+                    on_phase=on_phase,
+                    deadline=deadline,
+                    retry=retry,
                 )
             except Interrupted:
                 outcome.status = "interrupted"

@@ -158,6 +158,8 @@ def test_compare_text_output_and_exit_codes(capsys, db):
     lines = out.splitlines()
     assert lines[0].startswith("A: label base (2 run(s)")
     assert lines[1].startswith(f"B: run {RUN_B[:8]} (next")
+    # Which speedup it compared (wall-clock unless --speedup gpu).
+    assert lines.pop(2).startswith("speedup: wall-clock speedup")
     assert lines[2].split() == [
         "model",
         "config",

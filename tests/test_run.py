@@ -53,8 +53,10 @@ def test_timm_matrix_is_recorded_and_resumed(tmp_path, capsys):
     (run,) = rows(db, "SELECT * FROM runs")
     assert run["status"] == "finished" and run["label"] == "ci-smoke"
     assert run["cells_planned"] == 4 and run["cells_recorded"] == 4
-    env = rows(db, "SELECT * FROM environments")
-    assert len(env) == 1 and env[0]["env_id"] == results[0]["env_id"]
+    # One environment row per fingerprint: the torch stack's (these cells') and XLA's.
+    env = rows(db, "SELECT * FROM environments ORDER BY fingerprint")
+    assert [e["fingerprint"] for e in env] == ["torch", "xla"]
+    assert env[0]["env_id"] == results[0]["env_id"] == run["env_id"] != env[1]["env_id"]
     assert env[0]["torch"].startswith("2.") and env[0]["gpu"] == "absent"
 
     # The same command again: every cell is recorded, nothing runs.

@@ -79,6 +79,7 @@ def test_open_creates_the_current_schema(db):
         assert con.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
             (1,),
             (2,),
+            (3,),
         ]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
         columns = dict(
@@ -116,7 +117,9 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(db):
     Store.open(db)
     con = duckdb.connect(str(db), read_only=True)
     try:
-        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (2,)
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
         assert con.execute(
             "SELECT cell_key, first_call_s, schema_version FROM results"
         ).fetchall() == [("key", None, 1)]

@@ -7,6 +7,7 @@ making inputs import torch lazily, in the suite module that owns the spec.
 from __future__ import annotations
 
 import importlib
+import math
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,22 @@ _SUITE_MODULES = {
 
 # Full-size models above this many parameters are built shallower (--max-params).
 DEFAULT_MAX_PARAMS = 1_000_000_000
+_COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
+
+
+def parse_param_count(text: str) -> int:
+    """A parameter count: ``1000000000``, ``1e9``, ``1B`` or ``500M``; ValueError with
+    what to write otherwise."""
+    number, scale = text.strip(), 1
+    if number[-1:].upper() in _COUNT_SUFFIXES:
+        number, scale = number[:-1], _COUNT_SUFFIXES[number[-1].upper()]
+    try:
+        value = float(number) * scale
+    except ValueError:
+        raise ValueError(f"{text!r} is not a parameter count; write e.g. 1B, 500M or 1e9") from None
+    if not math.isfinite(value) or int(value) <= 0:
+        raise ValueError(f"must be a finite positive count, got {text}")
+    return int(value)
 
 
 @dataclass(frozen=True)

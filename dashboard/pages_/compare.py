@@ -28,9 +28,9 @@ def _sides(db: reads.Database) -> dict[str, str]:
 
 
 @st.cache_data(show_spinner="Comparing…", hash_funcs={reads.Database: lambda db: db.token})
-def _compare(db: reads.Database, a: str, b: str):
+def _compare(db: reads.Database, a: str, b: str, metric: str):
     with db.con.cursor() as cursor:
-        return compare.compare_frames(cursor, a, b), compare.unmatched_counts(
+        return compare.compare_frames(cursor, a, b, metric=metric), compare.unmatched_counts(
             cursor, compare.resolve_side(cursor, a), compare.resolve_side(cursor, b)
         )
 
@@ -54,7 +54,17 @@ if a is None or b is None:
     st.info("Choose both sides to compare.")
     st.stop()
 
-frame, (only_a, only_b) = _compare(db, a, b)
+metric = st.radio(
+    "Speedup by",
+    compare.METRICS,
+    format_func=lambda name: {
+        compare.WALL: "wall-clock time (what a user gets)",
+        compare.GPU: "GPU time (kernel busy time: unmoved by the host's speed)",
+    }[name],
+    horizontal=True,
+    key="speedup",
+)
+frame, (only_a, only_b) = _compare(db, a, b, metric)
 # The sidebar filters that the comparison's columns carry.
 for name in ("backend", "mode", "dynamic", "precision", "size", "device"):
     if values := getattr(chosen, name):
@@ -66,7 +76,10 @@ counts = compare.change_counts(frame)
 metrics = st.columns(len(counts))
 for column, (change, count) in zip(metrics, counts.items(), strict=True):
     column.metric(change, f"{count:,}")
-st.caption(f"{len(frame):,} cells compared; only in A: {only_a:,}, only in B: {only_b:,}.")
+st.caption(
+    f"{len(frame):,} cells compared by {compare.METRIC_TEXT[metric]}; only in A: "
+    f"{only_a:,}, only in B: {only_b:,}."
+)
 changed_only = st.toggle("Changed cells only", value=True)
 shown = frame[frame["change"] != compare.SAME] if changed_only else frame
 table = shown.assign(config=shown.apply(compare.config_label, axis=1) if len(shown) else "")

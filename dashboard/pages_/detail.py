@@ -128,6 +128,24 @@ def disturbed_timing(cell) -> str | None:
     )
 
 
+def gpu_time_line(cell) -> str:
+    """The cell's profiled call of each side, or nothing where it has none."""
+    eager, compiled = cell.get("eager_gpu_ms"), cell.get("compiled_gpu_ms")
+    kernels = cell.get("eager_kernels")
+    if all(v is None or pd.isna(v) for v in (eager, compiled, kernels)):
+        return ""
+    bound = cell.get("bound")
+    verdict = f"; **{bound}**" if bound is not None and not pd.isna(bound) else ""
+    return (
+        f"- **GPU time** (one profiled call): eager {_number(eager, '{:.3f} ms')} in "
+        f"{_number(kernels, '{:.0f}')} kernels, compiled {_number(compiled, '{:.3f} ms')} in "
+        f"{_number(cell.get('compiled_kernels'), '{:.0f}')}; GPU-time speedup "
+        f"{_number(cell.get('gpu_speedup'), '{:.2f}x')}; host part of the wall time: eager "
+        f"{_number(cell.get('eager_host_ms'), '{:.3f} ms')}, compiled "
+        f"{_number(cell.get('compiled_host_ms'), '{:.3f} ms')}{verdict}\n"
+    )
+
+
 def _mb(value) -> str:
     return "–" if pd.isna(value) else f"{value:,.0f} MB"
 
@@ -162,7 +180,8 @@ def cell_section(cell: dict) -> None:
     st.markdown(
         f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}"
         f"; first compiled call {_number(cell.get('first_call_s'), '{:.2f} s')}\n"
-        f"- **Memory** (peak allocated / reserved): eager {_mb(cell['eager_peak_alloc_mb'])} / "
+        + gpu_time_line(cell)
+        + f"- **Memory** (peak allocated / reserved): eager {_mb(cell['eager_peak_alloc_mb'])} / "
         f"{_mb(cell['eager_peak_reserved_mb'])}; compiled {_mb(cell['compiled_peak_alloc_mb'])} / "
         f"{_mb(cell['compiled_peak_reserved_mb'])}\n"
         f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"

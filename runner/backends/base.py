@@ -20,6 +20,7 @@ import torch
 
 from runner.matrix.phases import COMPILED_RUN, EAGER, MEMORY, TIMING, WARM_UP
 from runner.measure.context import CellContext
+from runner.measure.profile import profile_call, record_profiles
 from runner.measure.subject import AUTOCAST, Subject, Treatment
 from runner.measure.timing import (
     HELD_WARMUPS,
@@ -147,6 +148,14 @@ class Backend(ABC):
                 plan_for(subject.device.type),
             )
         record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
+
+    def profile(self, sides: Sides) -> None:
+        """One profiled call of each side, inside the timed hold, after timing."""
+        subject = sides.subject
+        with subject.autocast():
+            eager = profile_call(sides.eager, subject.sync, subject.on_cuda)
+            compiled = profile_call(sides.compiled_run, subject.sync, subject.on_cuda)
+        record_profiles(self.ctx.result, eager, compiled)
 
     def measure_memory(self, sides: Sides) -> None:
         """Peak memory of one call of each side (CUDA only)."""

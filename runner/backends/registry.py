@@ -15,19 +15,19 @@ from dataclasses import dataclass, field
 
 from runner.matrix.axes import MODES, NO_MODE, PRECISION_CANNOT_RUN
 from runner.matrix.cells import CellConfig
+from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.plugins import resolve
 from runner.matrix.versions import installed
 from runner.steps.registry import INFER
 
-TORCH_PROCESS = "torch"
-XLA_PROCESS = "xla"
 ANY_MODE = "*"
 
 
 @dataclass(frozen=True)
 class BackendEntry:
     name: str
-    # The worker process it runs in: TORCH_PROCESS or XLA_PROCESS.
+    # The worker process it runs in (runner.matrix.fingerprint.PROCESS_KINDS), which is
+    # also what its cells' environment id covers.
     process: str
     # "module:Class" of its Backend; None for a backend listed but not built.
     implementation: str | None

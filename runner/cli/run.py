@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shlex
 import sys
@@ -11,10 +12,11 @@ from pathlib import Path
 
 from runner.backends import registry as backends
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
-from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded
+from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded, smaller_batch
 from runner.steps import registry as steps
 from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
 from zoo.errors import UsageError, run_command
+from zoo.spec import parse_param_count
 
 
 def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = None):
@@ -45,32 +47,21 @@ def _positive(kind, zero_ok: bool = False):
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        if value < 0 or (value == 0 and not zero_ok):
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
             wanted = "0 or more" if zero_ok else "positive"
-            raise argparse.ArgumentTypeError(f"must be {wanted}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be a finite number, {wanted}; got {text}")
         return value
 
     parse.__name__ = kind.__name__
     return parse
 
 
-_COUNT_SUFFIXES = {"K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
-
-
 def _param_count(text: str) -> int:
     """A parameter count: ``1000000000``, ``1e9``, ``1B`` or ``500M``."""
-    number, scale = text.strip(), 1
-    if number[-1:].upper() in _COUNT_SUFFIXES:
-        number, scale = number[:-1], _COUNT_SUFFIXES[number[-1].upper()]
     try:
-        count = int(float(number) * scale)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a parameter count; write e.g. 1B, 500M or 1e9"
-        ) from None
-    if count <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text}")
-    return count
+        return parse_param_count(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -192,6 +183,14 @@ def build_parser() -> argparse.ArgumentParser:
         "timing there while it holds the GPU (default 0: none kept)",
     )
     run.add_argument(
+        "--time-limit",
+        type=_positive(float),
+        default=None,
+        metavar="SECONDS",
+        help="start no cell after this long (the cells under way finish); the same command "
+        "later resumes with the cells left: sweeps in chunks of a fixed length",
+    )
+    run.add_argument(
         "--quiet-timing",
         action="store_true",
         help="stop the other workers (SIGSTOP) while a cell times and continue them after: "
@@ -217,7 +216,7 @@ def _device(args) -> str:
     return device
 
 
-def make_plan(args, device: str, env_id: str) -> Plan:
+def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
     from zoo.catalog import select
 
     specs = select(args.models, args.module)
@@ -234,7 +233,7 @@ def make_plan(args, device: str, env_id: str) -> Plan:
         size=args.size or ("full" if device == "cuda" else "tiny"),
         max_params=args.max_params,
     )
-    plan = plan_cells(specs, options, env_id)
+    plan = plan_cells(specs, options, env_ids)
     if args.shard:
         plan = shard(plan, *args.shard)
     return plan
@@ -271,7 +270,7 @@ def _run(args, argv: list[str] | None) -> int:
 
         store = Store.open(args.db)
     env = environment.capture(device)
-    plan = make_plan(args, device, str(env["env_id"]))
+    plan = make_plan(args, device, environment.fingerprints(env))
     for line in plan.dropped:
         console.print(line)
     if store is not None:
@@ -361,6 +360,8 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
             on_phase=on_phase,
             on_result=on_result,
             on_started=on_started,
+            retry=smaller_batch,
+            stop_after_s=args.time_limit,
         )
     results = outcome.results
     out.print(summary_table(results))
@@ -377,6 +378,11 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
             "the same command resumes where this one stopped"
         )
         return 130
+    if len(results) < total:
+        out.print(
+            f"time limit of {args.time_limit:g} s reached: {total - len(results)} cells not "
+            "started; the same command resumes with them"
+        )
     return 0
 
 

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from runner.matrix.axes import NO_MODE
 from zoo.spec import ModelSpec
 
+# ``Cell.extra``'s entry for the batch an out-of-memory retry runs at.
+RUN_BATCH = "batch_size_run"
 # The fields of a cell's key, in the order they are hashed.
 KEY_FIELDS = (
     "model_id",
@@ -78,6 +80,16 @@ class Cell:
     @property
     def key(self) -> str:
         return cell_key(self.key_fields(), build_limit=self.spec.build_limit)
+
+    @property
+    def run_batch_size(self) -> int | None:
+        """The batch this attempt runs at: the cell's, or the smaller one an
+        out-of-memory retry asked for (the key keeps the cell's)."""
+        return self.extra.get(RUN_BATCH, self.batch_size)
+
+    def with_run_batch(self, batch_size: int) -> Cell:
+        """This cell, to be run at ``batch_size`` (an out-of-memory retry)."""
+        return replace(self, extra={**self.extra, RUN_BATCH: batch_size})
 
     def describe(self) -> str:
         return f"{self.spec.id} · {self.config.label()}"

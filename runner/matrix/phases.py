@@ -31,6 +31,8 @@ COMPILED_RUN = "compiled_run"
 ACCURACY = "accuracy"
 WARM_UP = "warm-up"
 TIMING = "timing"
+# One profiled call per side, inside the timed hold (runner.measure.profile).
+PROFILE = "profile"
 MEMORY = "memory"
 PROBE = "probe"
 BREAKS = "breaks"
@@ -52,6 +54,7 @@ PHASE_STATUS = {
     ACCURACY: FAIL_ACCURACY,
     WARM_UP: COMPILE_ERROR,
     TIMING: COMPILE_ERROR,
+    PROFILE: COMPILE_ERROR,
     MEMORY: COMPILE_ERROR,
     PROBE: COMPILE_ERROR,
     BREAKS: COMPILE_ERROR,

@@ -93,6 +93,19 @@ class CellResult:
     eager_samples_ms: list[float] | None = None
     compiled_samples_ms: list[float] | None = None
     speedup: float | None = None
+    # how far the more disturbed side's median sits above its fastest sample (1.0: not)
+    timing_disturbance: float | None = None
+    # one profiled call per side (runner.measure.profile): GPU busy time and its speedup
+    # (empty off the GPU), kernels run (on the CPU: top-level operators), the host's part
+    # of the median wall time (wall minus GPU busy), and what profiling cost (s)
+    eager_gpu_ms: float | None = None
+    compiled_gpu_ms: float | None = None
+    gpu_speedup: float | None = None
+    eager_kernels: int | None = None
+    compiled_kernels: int | None = None
+    eager_host_ms: float | None = None
+    compiled_host_ms: float | None = None
+    profile_s: float | None = None
     # memory (CUDA only: None on CPU)
     eager_peak_alloc_mb: float | None = None
     eager_peak_reserved_mb: float | None = None
@@ -105,7 +118,9 @@ class CellResult:
     rmse: float | None = None
     eager_rmse: float | None = None
     accuracy_pass: bool | None = None
-    # what ran
+    # what ran: the batch that ran, where an out-of-memory retry halved the one asked
+    # for (batch_size, the cell's key)
+    batch_size_run: int | None = None
     input_shapes: str | None = None
     param_count: int | None = None
     precision_treatment: str | None = None

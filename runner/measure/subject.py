@@ -59,7 +59,7 @@ class Subject:
         """The cell's inputs (``inputs_fn`` replaces ``cell.spec.example_inputs``)."""
         self.make_inputs = inputs_fn or self.cell.spec.example_inputs
         cell = self.cell
-        self.inputs = tuple(self.make_inputs(cell.batch_size, cell.device, cell.seq_len))
+        self.inputs = tuple(self.make_inputs(cell.run_batch_size, cell.device, cell.seq_len))
 
     @property
     def device(self) -> torch.device:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from runner.matrix.labels import disturbance
+
 if TYPE_CHECKING:
     from runner.matrix.results import CellResult
 
@@ -150,3 +152,9 @@ def record_timing(result: CellResult, eager: list[float], compiled: list[float])
     result.eager_samples_ms = eager
     result.compiled_samples_ms = compiled
     result.speedup = result.eager_ms / result.compiled_ms if result.compiled_ms else None
+    sides = [
+        disturbance(median, min(samples) if samples else None)
+        for median, samples in ((result.eager_ms, eager), (result.compiled_ms, compiled))
+    ]
+    known = [ratio for ratio in sides if ratio is not None]
+    result.timing_disturbance = max(known) if known else None

@@ -301,25 +301,33 @@ class Executor:
         on_start: Callable[[Cell], None] = lambda cell: None,
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
         deadline: float | None = None,
+        retry: Callable[[Cell, CellResult], Cell | None] | None = None,
     ) -> None:
         """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
         starts after ``deadline`` (``time.monotonic()``); those left get no result.
+        ``retry(cell, result)`` may give a cell to run again instead of reporting the
+        result (a smaller batch after running out of memory): it runs next, in a fresh
+        worker, deadline or not, and the result reported in the end says in its notes
+        what the earlier attempts ended as.
 
         Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
         cells that were running then get no result.
         """
         queue = deque(cells)
+        again: deque[Cell] = deque()
+        earlier: dict[str, list[str]] = {}
         planned = len(queue)
         meter = usage.CpuMeter()
         self._cell_s = self._lock_wait_s = 0.0
         slots: list[Worker | None] = [None] * self.workers
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            while queue or any(w is not None and w.running for w in slots):
+            while queue or again or any(w is not None and w.running for w in slots):
                 if deadline is not None and time.monotonic() >= deadline:
                     queue.clear()
                 for index, worker in enumerate(slots):
                     if worker is not None and worker.running:
+                        cell = worker.running.cell
                         result = self._check(worker, on_phase)
                         if result is not None:
                             self._account(worker)
@@ -329,9 +337,15 @@ class Executor:
                             if not (healthy and self.reuse_workers):
                                 worker.kill()
                                 slots[index] = worker = None
-                            on_result(result)
-                    if (worker is None or not worker.running) and queue:
-                        cell = queue.popleft()
+                            retried = retry(cell, result) if retry is not None else None
+                            if retried is not None:
+                                earlier.setdefault(cell.key, []).append(_attempt(cell, result))
+                                again.append(retried)
+                            else:
+                                _with_attempts(result, earlier.pop(cell.key, []))
+                                on_result(result)
+                    if (worker is None or not worker.running) and (again or queue):
+                        cell = (again or queue).popleft()
                         kind = process_kind(cell.config.backend)
                         if worker is not None and worker.kind != kind:
                             worker.kill()
@@ -448,6 +462,19 @@ class Executor:
             started_at=running.started_at,
             finished_at=utc_now_iso(),
         )
+
+
+def _attempt(cell: Cell, result: CellResult) -> str:
+    """An earlier attempt of a cell, as its final result's notes tell it."""
+    what = (
+        f"{result.status} ({result.error_signature})" if result.error_signature else result.status
+    )
+    return f"an attempt at batch {cell.run_batch_size} ended {what}"
+
+
+def _with_attempts(result: CellResult, attempts: list[str]) -> None:
+    if attempts:
+        result.notes = "; ".join([*attempts, *([result.notes] if result.notes else [])])
 
 
 def _quiet_while_timing(slots: list[Worker | None]) -> None:

@@ -31,6 +31,7 @@ from runner.store.schema import (
     RUN_STATUSES,
     SCHEMA_VERSION,
     RunRecord,
+    apply_step,
     latest_row,
 )
 from zoo.errors import DatabaseLockedError, UsageError
@@ -142,11 +143,11 @@ class Store:
                 "CREATE TABLE IF NOT EXISTS schema_version "
                 "(version INTEGER PRIMARY KEY, applied_at TIMESTAMP)"
             )
-            for version, statements in MIGRATIONS:
+            for version, steps in MIGRATIONS:
                 if version <= current:
                     continue
-                for statement in statements:
-                    con.execute(statement)
+                for step in steps:
+                    apply_step(con, step)
                 con.execute("INSERT INTO schema_version VALUES (?, ?)", [version, utc_now()])
 
     @contextmanager

@@ -18,7 +18,14 @@ from pathlib import Path
 import duckdb
 
 from runner.store.db import LOCK_RETRY_SLEEP_S, Store
-from runner.store.schema import IDENTITY, MIGRATIONS, SCHEMA_VERSION, TABLES
+from runner.store.schema import (
+    IDENTITY,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    TABLES,
+    apply_step,
+    rekey_by_fingerprint,
+)
 from zoo.errors import DatabaseLockedError, UsageError
 
 
@@ -231,9 +238,9 @@ def merge(
     _check_target(target, found)
     # Validate every source against this version's tables before the target is created.
     with duckdb.connect(":memory:") as probe:
-        for version, statements in MIGRATIONS:
-            for statement in statements if version <= SCHEMA_VERSION else ():
-                probe.execute(statement)
+        for version, steps in MIGRATIONS:
+            for step in steps if version <= SCHEMA_VERSION else ():
+                apply_step(probe, step)
         target_columns = {
             table: [row[0] for row in probe.execute(f"DESCRIBE {table}").fetchall()]
             for table in TABLES
@@ -244,7 +251,7 @@ def merge(
     existed = target.exists()
     store = Store.open(target, lock_timeout_s)
     counts = {table: TableCount() for table in TABLES}
-    keys: set[str] = set()
+    merged_ids: set[str] = set()
     try:
         with store.transaction() as con:
             for number, source in enumerate(found):
@@ -256,12 +263,22 @@ def merge(
                         counts[table].present += count.present
                     if "results" in _tables_of(source):
                         relation, params = _relation(source, alias, "results")
-                        keys |= {
+                        merged_ids |= {
                             row[0]
                             for row in con.execute(
-                                f"SELECT DISTINCT cell_key FROM {relation}", params
+                                f"SELECT DISTINCT result_id FROM {relation}", params
                             ).fetchall()
                         }
+            # Rows of older versions get the keys of this one (idempotent).
+            rekey_by_fingerprint(con)
+            keys = {
+                row[0]
+                for row in con.execute(
+                    "SELECT DISTINCT cell_key FROM results "
+                    "WHERE result_id IN (SELECT unnest(?::VARCHAR[]))",
+                    [sorted(merged_ids)],
+                ).fetchall()
+            }
             (reruns,) = con.execute(
                 "SELECT count(*) FROM (SELECT cell_key FROM results "
                 "WHERE cell_key IN (SELECT unnest(?::VARCHAR[])) "

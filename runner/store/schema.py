@@ -7,10 +7,13 @@ merge and the dashboard all take their tables from here.
 
 from __future__ import annotations
 
+import functools
+import re
 import socket
 import types
 import typing
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,12 +21,14 @@ from typing import Any
 
 import duckdb
 
+from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.clock import utc_now
+from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS, environment_id
 from runner.matrix.results import CellResult, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
 
 # Parents before children, so a reader never sees a result whose run is missing.
@@ -49,11 +54,15 @@ def latest_row(partition: str = "cell_key", alias: str = "") -> str:
     )
 
 
+# A step of a migration: a statement, or a function of the connection for what SQL
+# cannot say (re-keying rows).
+Step = str | Callable[[duckdb.DuckDBPyConnection], None]
+
 # Migrations are frozen once released: a database at version N has exactly the tables
 # that migrations 1..N made, whatever the dataclasses look like today. A new CellResult
 # field therefore needs a new migration (ALTER TABLE results ADD COLUMN ...);
 # tests/test_store.py checks that the results table matches the dataclass.
-MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
+MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
     (
         1,
         (
@@ -189,7 +198,146 @@ MIGRATIONS: list[tuple[int, tuple[str, ...]]] = [
             "ALTER TABLE environments ADD COLUMN xla_routes VARCHAR",
         ),
     ),
+    (
+        3,
+        (
+            # One profiled call per side: GPU busy time, kernels, the host's share.
+            "ALTER TABLE results ADD COLUMN timing_disturbance DOUBLE",
+            "ALTER TABLE results ADD COLUMN eager_gpu_ms DOUBLE",
+            "ALTER TABLE results ADD COLUMN compiled_gpu_ms DOUBLE",
+            "ALTER TABLE results ADD COLUMN gpu_speedup DOUBLE",
+            "ALTER TABLE results ADD COLUMN eager_kernels BIGINT",
+            "ALTER TABLE results ADD COLUMN compiled_kernels BIGINT",
+            "ALTER TABLE results ADD COLUMN eager_host_ms DOUBLE",
+            "ALTER TABLE results ADD COLUMN compiled_host_ms DOUBLE",
+            "ALTER TABLE results ADD COLUMN profile_s DOUBLE",
+            # The batch that ran, where an out-of-memory retry halved the one asked for.
+            "ALTER TABLE results ADD COLUMN batch_size_run BIGINT",
+            # Which process kind's versions an environment id hashes.
+            "ALTER TABLE environments ADD COLUMN fingerprint VARCHAR",
+            # Ids of torch.compile cells hash the torch stack only, no longer jax and
+            # torchax: re-key the rows written before.
+            lambda con: rekey_by_fingerprint(con),
+        ),
+    ),
 ]
+
+
+def apply_step(con: duckdb.DuckDBPyConnection, step: Step) -> None:
+    if isinstance(step, str):
+        con.execute(step)
+    else:
+        step(con)
+
+
+# The backends whose cells ran in XLA processes when schema version 2 was current: the
+# rows re-keyed by version 3 are those of every other backend.
+_XLA_BACKENDS_V2 = ("xla", "xla_export", "torch_xla")
+_PARAM_LIMIT = re.compile(r"--max-params[ =](\S+)")
+
+
+def rekey_by_fingerprint(con: duckdb.DuckDBPyConnection) -> None:
+    """Rows written before environment ids had process kinds carry, in torch.compile
+    cells too, the id of every version (jax and torchax included): give those the id of
+    their torch stack, and the cell key that follows; add the environment rows the new
+    ids name. XLA cells keep theirs (the XLA fingerprint is the old list). Only rows
+    written before version 3 are touched, and those already on their torch stack's id
+    are left alone, so merge runs it after every merge (``runner.store.merge``): rows of
+    older exports arrive with the keys of this version."""
+    old = (
+        "schema_version < 3 AND backend NOT IN (SELECT unnest(?::VARCHAR[]))",
+        [list(_XLA_BACKENDS_V2)],
+    )
+    referenced = [
+        row[0]
+        for row in con.execute(
+            f"SELECT DISTINCT env_id FROM results WHERE {old[0]}", old[1]
+        ).fetchall()
+    ]
+    names = [row[0] for row in con.execute("DESCRIBE environments").fetchall()]
+    envs = {
+        row[0]: dict(zip(names, row, strict=True))
+        for row in con.execute(
+            "SELECT * FROM environments WHERE env_id IN (SELECT unnest(?::VARCHAR[]))",
+            [referenced],
+        ).fetchall()
+    }
+    known = {row[0] for row in con.execute("SELECT env_id FROM environments").fetchall()}
+    moved: dict[str, str] = {}
+    for env_id, env in envs.items():
+        torch_id = environment_id(env, TORCH_PROCESS)
+        if torch_id == env_id:
+            continue
+        moved[env_id] = torch_id
+        # The old row stays for the XLA cells, whose id it is.
+        con.execute(
+            "UPDATE environments SET fingerprint = ? WHERE env_id = ? AND fingerprint IS NULL",
+            [XLA_PROCESS, env_id],
+        )
+        if torch_id not in known:
+            row = {**env, "env_id": torch_id, "fingerprint": TORCH_PROCESS}
+            columns = ", ".join(f'"{name}"' for name in row)
+            marks = ", ".join("?" for _ in row)
+            con.execute(
+                f"INSERT INTO environments ({columns}) VALUES ({marks})", list(row.values())
+            )
+            known.add(torch_id)
+    if not moved:
+        return
+    commands = dict(con.execute("SELECT run_id, command FROM runs").fetchall())
+    rows = con.execute(
+        "SELECT result_id, run_id, cell_key, " + ", ".join(KEY_FIELDS) + " FROM results "
+        f"WHERE {old[0]} AND env_id IN (SELECT unnest(?::VARCHAR[]))",
+        [*old[1], list(moved)],
+    ).fetchall()
+    updates = []
+    for result_id, run_id, old_key, *values in rows:
+        fields = dict(zip(KEY_FIELDS, values, strict=True))
+        limit = _build_limit(old_key, fields, commands.get(run_id) or "")
+        if limit is False:
+            continue  # a key this version cannot reproduce: left as it was
+        new_fields = {**fields, "env_id": moved[fields["env_id"]]}
+        updates.append((result_id, new_fields["env_id"], cell_key(new_fields, build_limit=limit)))
+    if updates:
+        con.execute(
+            "CREATE TEMP TABLE rekeyed (result_id VARCHAR, env_id VARCHAR, cell_key VARCHAR)"
+        )
+        con.executemany("INSERT INTO rekeyed VALUES (?, ?, ?)", updates)
+        con.execute(
+            "UPDATE results SET env_id = k.env_id, cell_key = k.cell_key FROM rekeyed k "
+            "WHERE results.result_id = k.result_id"
+        )
+        con.execute(
+            "UPDATE graph_breaks SET cell_key = k.cell_key FROM rekeyed k "
+            "WHERE graph_breaks.result_id = k.result_id"
+        )
+        con.execute("DROP TABLE rekeyed")
+    con.execute(
+        "UPDATE runs SET env_id = m.new_id FROM (SELECT unnest(?::VARCHAR[]) AS old_id, "
+        "unnest(?::VARCHAR[]) AS new_id) m WHERE runs.env_id = m.old_id "
+        "AND runs.schema_version < 3",
+        [list(moved), list(moved.values())],
+    )
+
+
+def _build_limit(key: str, fields: dict[str, Any], command: str) -> int | bool | None:
+    """The parameter limit a stored key was made with (``Cell.key``): None for the
+    default one, the run command's ``--max-params`` otherwise; False when neither
+    reproduces the key."""
+    if cell_key(fields) == key:
+        return None
+    match = _PARAM_LIMIT.search(command)
+    if match:
+        from zoo.spec import parse_param_count
+
+        try:
+            limit = parse_param_count(match.group(1))
+        except ValueError:
+            return False
+        if cell_key(fields, build_limit=limit) == key:
+            return limit
+    return False
+
 
 ENVIRONMENT_COLUMNS = (
     "env_id",
@@ -205,6 +353,7 @@ ENVIRONMENT_COLUMNS = (
     "torchax",
     "torch_xla",
     "xla_routes",
+    "fingerprint",
     "driver",
     "cudnn",
     "gpu_count",
@@ -225,18 +374,29 @@ _SQL_TYPES: dict[Any, str] = {
 }
 
 
+def schema_columns(table: str) -> list[tuple[str, str]]:
+    """(name, SQL type) of every column the migrations give ``table``, in order."""
+    return _schema_columns()[table]
+
+
+@functools.cache
+def _schema_columns() -> dict[str, list[tuple[str, str]]]:
+    with duckdb.connect(":memory:") as con:
+        for _, steps in MIGRATIONS:
+            for step in steps:
+                apply_step(con, step)
+        return {
+            table: [(name, sql) for name, sql, *_ in con.execute(f"DESCRIBE {table}").fetchall()]
+            for table in TABLES
+        }
+
+
 def empty_table_sql(table: str) -> str:
     """A statement creating ``table`` empty, with the columns every migration gave it:
     readers with no data use it to get a table with the right columns."""
-    with duckdb.connect(":memory:") as con:
-        for _, statements in MIGRATIONS:
-            for statement in statements:
-                con.execute(statement)
-        try:
-            columns = con.execute(f"DESCRIBE {table}").fetchall()
-        except duckdb.CatalogException:
-            raise ValueError(f"no migration creates table {table!r}") from None
-    definitions = ", ".join(f'"{name}" {sql}' for name, sql, *_ in columns)
+    if table not in TABLES:
+        raise ValueError(f"no migration creates table {table!r}")
+    definitions = ", ".join(f'"{name}" {sql}' for name, sql in schema_columns(table))
     return f"CREATE TABLE {table} ({definitions})"
 
 

@@ -13,6 +13,8 @@ treatment (fp32 with TF32 off, or model and inputs cast), and answers the cell o
                       prints ``warm``
     time K            runs REWARM_CALLS untimed calls, then times K, prints
                       ``{"samples": [...]}``
+    profile           profiles one call (``runner.measure.profile``), prints
+                      ``{"gpu_ms": ..., "kernels": ..., "cost_s": ...}`` (or ``{"error": ...}``)
     done              prints ``{"jax_imported": ..., "cpus": [...]}`` and exits
 
 The cell alternates ``time K`` with K calls of its own, so that whatever else runs on the
@@ -41,6 +43,7 @@ READY = "ready"
 GO = "go"
 WARM = "warm"
 TIME = "time"
+PROFILE = "profile"
 DONE = "done"
 
 
@@ -89,6 +92,12 @@ class EagerBaseline:
         self._send(f"{TIME} {count}")
         return json.loads(self._receive())["samples"]
 
+    def profile(self) -> dict[str, Any]:
+        """One profiled eager call in the baseline process: its ``CallProfile`` fields,
+        or ``{"error": message}``."""
+        self._send(PROFILE)
+        return json.loads(self._receive())
+
     def finish(self) -> None:
         self._send(DONE)
         if json.loads(self._receive())["jax_imported"]:
@@ -104,6 +113,8 @@ def main() -> int:
     die_with_parent()
     import torch  # noqa: F401  (before the subject: the build imports it anyway)
 
+    from runner.measure.failure import signature
+    from runner.measure.profile import profile_call
     from runner.measure.subject import CAST, Subject
     from runner.measure.timing import synced_timer, timed_block, warm_up
     from runner.steps import registry as steps
@@ -134,16 +145,20 @@ def main() -> int:
         print(WARM, flush=True)
         for line in sys.stdin:
             word, _, count = line.strip().partition(" ")
-            if word != TIME:
+            if word == TIME:
+                reply = {"samples": timed_block(eager, timer, int(count))}
+            elif word == PROFILE:
+                try:
+                    reply = vars(profile_call(eager, subject.sync, subject.on_cuda))
+                except Exception as exc:
+                    reply = {"error": signature(exc)}
+            else:
                 break
-            print(json.dumps({"samples": timed_block(eager, timer, int(count))}), flush=True)
+            print(json.dumps(reply), flush=True)
     if word != DONE:
         return 1
-    reply: dict[str, Any] = {
-        "jax_imported": "jax" in sys.modules,
-        "cpus": sorted(os.sched_getaffinity(0)),
-    }
-    print(json.dumps(reply), flush=True)
+    done = {"jax_imported": "jax" in sys.modules, "cpus": sorted(os.sched_getaffinity(0))}
+    print(json.dumps(done), flush=True)
     return 0
 
 

@@ -47,6 +47,7 @@ from runner.matrix.phases import (
 )
 from runner.measure.context import CellContext, Unsupported
 from runner.measure.isolation import seed_everything
+from runner.measure.profile import CallProfile, profile_call, record_profiles
 from runner.measure.subject import CAST, Subject
 from runner.measure.tensors import MB, host_tensors
 from runner.measure.timing import (
@@ -132,6 +133,7 @@ class JaxRoute(Backend):
         self.env.config.use_dlpack_for_data_conversion = True
         self.jax_device: Any = None
         self.baseline: EagerBaseline | None = None
+        self.eager_profile: dict[str, Any] = {"error": "no eager profile was taken"}
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -269,6 +271,8 @@ class JaxRoute(Backend):
             eager_block, xla_block, plan_for(sides.subject.device.type), BASELINE_BLOCK
         )
         ctx.phase = EAGER_BASELINE
+        # Its profile now, while the baseline process is warm (``profile`` uses it).
+        self.eager_profile = baseline.profile()
         baseline.finish()
         baseline.close()
         record_timing(ctx.result, eager, compiled)
@@ -277,6 +281,27 @@ class JaxRoute(Backend):
             f"{BASELINE_BLOCK} calls alternating with blocks of XLA calls, each block "
             f"after {REWARM_CALLS} untimed calls"
         )
+
+    def profile(self, sides: Sides) -> None:
+        """The eager side's profile came from its process (``time``); the compiled side
+        is profiled here, where CUPTI sees the kernels JAX launches on the GPU. On the
+        CPU the torch profiler does not see XLA's work at all."""
+        subject = sides.subject
+        if "error" in self.eager_profile:
+            raise RuntimeError(
+                f"the eager baseline's profile failed: {self.eager_profile['error']}"
+            )
+        eager = CallProfile(**self.eager_profile)
+        compiled = profile_call(sides.compiled_run, subject.sync, subject.on_cuda)
+        if not subject.on_cuda:
+            self.ctx.note(
+                "no kernel count of the XLA side: the torch profiler does not see XLA's CPU work"
+            )
+            compiled = CallProfile(None, None, compiled.cost_s)
+        elif not compiled.kernels:
+            self.ctx.note("no GPU time of the XLA side: the profiler saw none of its kernels")
+            compiled = CallProfile(None, None, compiled.cost_s)
+        record_profiles(self.ctx.result, eager, compiled)
 
     def measure_memory(self, sides: Sides) -> None:
         """Eager: torch's peak of one call. Compiled: what XLA's buffer assignment plans
