@@ -23,7 +23,8 @@ from runner.cli import main as zoo_run
 from runner.config import Cell, CellConfig
 from runner.measure import measure_cell
 from runner.plan import PlanOptions, plan_cells
-from zoo import _hf_builder, hf_suite, select
+from zoo import hf_suite, select, tensors
+from zoo._hf import building, depth
 from zoo.cli import main as zoo_list
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +52,8 @@ def test_listing_reads_the_auto_mappings_and_imports_no_model():
     # A fresh interpreter: this one has imported model modules for the other tests.
     code = (
         "import json, sys\n"
+        "import zoo\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
         "from zoo.hf_suite import list_specs\n"
         "specs = list_specs()\n"
         "models = [m for m in sys.modules if m.startswith('transformers.models.')"
@@ -93,30 +96,30 @@ def test_zoo_list_suite_and_counts(capsys):
 
 
 def test_tiny_configs_are_small_and_consistent():
-    llama = _hf_builder.recipe_for(hf_spec("LlamaForCausalLM")).config
+    llama = building.recipe_for(hf_spec("LlamaForCausalLM")).config
     assert (llama.num_hidden_layers, llama.hidden_size, llama.intermediate_size) == (2, 64, 128)
     assert llama.num_attention_heads * llama.head_dim == llama.hidden_size
     assert llama.num_attention_heads % llama.num_key_value_heads == 0
-    t5 = _hf_builder.recipe_for(hf_spec("T5ForConditionalGeneration")).config
+    t5 = building.recipe_for(hf_spec("T5ForConditionalGeneration")).config
     assert (t5.num_layers, t5.num_decoder_layers, t5.d_model, t5.num_heads) == (2, 2, 64, 4)
 
 
 def test_full_llama_is_cut_to_fit_on_the_meta_device():
     spec = hf_spec("LlamaForCausalLM", size="full")
-    recipe = _hf_builder.recipe_for(spec)
-    default_params = _hf_builder.count_params(recipe.model_class, recipe.config)
+    recipe = building.recipe_for(spec)
+    default_params = depth.count_params(recipe.model_class, recipe.config)
     assert default_params > 6e9
-    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
-    params = _hf_builder.count_params(recipe.model_class, config)
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
+    params = depth.count_params(recipe.model_class, config)
     assert params <= 10**9
     # The deepest that fits: one more layer would not.
     deeper = type(config).from_dict(
         {**config.to_dict(), "num_hidden_layers": config.num_hidden_layers + 1}
     )
-    assert _hf_builder.count_params(recipe.model_class, deeper) > 10**9
+    assert depth.count_params(recipe.model_class, deeper) > 10**9
     assert note.startswith(f"depth cut from 32 to {config.num_hidden_layers} layers to fit 1B")
     # A model under the limit keeps its depth.
-    assert _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**10) == (
+    assert depth.fit_depth(recipe.model_class, recipe.config, 10**10) == (
         recipe.config,
         None,
     )
@@ -125,8 +128,8 @@ def test_full_llama_is_cut_to_fit_on_the_meta_device():
 def test_depth_cut_keeps_a_run_length_layer_pattern_consistent():
     # GPT-Neo's layers are [[["global", "local"], 12]]: its config refuses a depth the
     # pattern does not describe, so the cut rewrites the pattern's first layers.
-    recipe = _hf_builder.recipe_for(hf_spec("GPTNeoForCausalLM", size="full"))
-    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
+    recipe = building.recipe_for(hf_spec("GPTNeoForCausalLM", size="full"))
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
     assert note.startswith("depth cut from 24 to ")
     assert config.attention_layers == ["global", "local"] * (config.num_layers // 2) + [
         "global"
@@ -143,6 +146,15 @@ def test_full_build_is_cut_initialized_and_noted():
     assert torch.isfinite(weights).all() and 0.015 < weights.std().item() < 0.025
 
 
+def test_the_wrapper_returns_every_output_tensor_flat():
+    model = hf_spec("BertForMaskedLM").build().eval()
+    with torch.no_grad():
+        outputs = model(*hf_spec("BertForMaskedLM").example_inputs(2, "cpu", 8))
+    assert [tuple(t.shape) for t in outputs] == [(2, 8, model.model.config.vocab_size)]
+    # The one flattener of zoo and runner.
+    assert building.flatten_tensors is tensors.flatten_tensors
+
+
 # -- inputs ----------------------------------------------------------------------------
 
 
@@ -152,7 +164,7 @@ def test_inputs_are_deterministic_and_within_the_vocabulary():
     torch.manual_seed(1234)
     again = spec.example_inputs(3, "cpu", 10)
     assert torch.equal(ids, again[0]) and torch.equal(mask, again[1])
-    config = _hf_builder.recipe_for(spec).config
+    config = building.recipe_for(spec).config
     assert ids.shape == mask.shape == (3, 10) and ids.dtype == torch.long
     assert ids.min() >= 0 and ids.max() < config.vocab_size
     assert config.pad_token_id not in ids and torch.equal(mask, torch.ones(3, 10).long())

@@ -2,7 +2,7 @@
 
 Listing reads the ``*_MAPPING_NAMES`` dicts of ``transformers.models.auto`` (class
 names by model type) and imports no model module. Nothing is ever downloaded: models
-are built from their config class (``zoo._hf_builder``), at one of two sizes:
+are built from their config class (``zoo._hf``), at one of two sizes:
 
 - ``full``: the config's defaults. A model above ``spec.max_params`` parameters (counted
   on the meta device, allocating nothing) is built shallower, and its notes say so.
@@ -70,14 +70,14 @@ def _family(class_name: str, model_types: list[str]) -> str:
 
 
 def build(spec: ModelSpec) -> torch.nn.Module:
-    from zoo import _hf_builder
+    from zoo._hf import building
 
-    return _hf_builder.build(spec)
+    return building.build(spec)
 
 
 def example_inputs(
     spec: ModelSpec, batch_size: int | None, device: str, seq_len: int | None = None
 ) -> tuple[torch.Tensor, ...]:
-    from zoo import _hf_builder
+    from zoo._hf import building
 
-    return _hf_builder.example_inputs(spec, batch_size, device, seq_len)
+    return building.example_inputs(spec, batch_size, device, seq_len)
