@@ -170,6 +170,18 @@ def test_inputs_are_deterministic_and_within_the_vocabulary():
     assert config.pad_token_id not in ids and torch.equal(mask, torch.ones(3, 10).long())
 
 
+def test_every_input_is_drawn_from_the_seeded_generator():
+    # LXMERT's region boxes among them: drawn from the global RNG they changed with
+    # whatever ran before in the process.
+    spec = hf_spec("LxmertModel")
+    torch.manual_seed(1)
+    first = spec.example_inputs(2, "cpu", 8)
+    torch.manual_seed(2)
+    again = spec.example_inputs(2, "cpu", 8)
+    assert len(first) == len(again) > 2
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+
+
 def test_inputs_follow_the_model():
     (pixels,) = hf_spec("ViTForImageClassification").example_inputs(2, "cpu", 16)
     assert pixels.shape == (2, 3, 224, 224)

@@ -230,7 +230,8 @@ class InputMaker:
         return self.randn(self.seq, self.setting("visual_feat_dim", default=2048))
 
     def visual_pos(self) -> torch.Tensor:
-        return torch.rand(self.batch, self.seq, self.setting("visual_pos_dim", default=4))
+        shape = (self.batch, self.seq, self.setting("visual_pos_dim", default=4))
+        return torch.rand(shape, generator=self.generator)
 
     def pixel_values_videos(self) -> torch.Tensor:
         frames = self.setting("num_frames", "frames_per_clip", default=8)
