@@ -82,6 +82,46 @@ def test_sample_specs():
     assert by_name["GPT2LMHeadModel"].family == "gpt2"
 
 
+def test_every_model_mapping_of_transformers_is_listed():
+    from transformers.models.auto import modeling_auto
+
+    mappings = {
+        name
+        for name, value in vars(modeling_auto).items()
+        if name.endswith("_NAMES") and isinstance(value, dict)
+    }
+    listed = [name for name, _ in hf_suite.TASK_MAPPINGS]
+    assert len(listed) == len(set(listed))
+    assert mappings - set(hf_suite.NOT_MODEL_MAPPINGS) == set(listed)
+
+
+def test_task_heads_are_appended_and_listed_classes_keep_their_task():
+    assert hf_suite.TASK_MAPPINGS[: len(hf_suite.HEADLINE_MAPPINGS)] == hf_suite.HEADLINE_MAPPINGS
+    assert [task for _, task in hf_suite.HEADLINE_MAPPINGS] == [
+        "causal-lm",
+        "masked-lm",
+        "seq2seq-lm",
+        "speech-seq2seq",
+        "ctc",
+        "audio-classification",
+        "image-classification",
+        "sequence-classification",
+        "base",
+    ]
+    tasks = {spec.name: spec.task for spec in hf_suite.list_specs()}
+    # Already listed: the same task as before the other heads were added.
+    assert tasks["BartForConditionalGeneration"] == "masked-lm"
+    assert tasks["CLIPModel"] == tasks["SamModel"] == "base"
+    # New heads; where a class is in two mappings, the more specific one.
+    assert tasks["BertForQuestionAnswering"] == "question-answering"
+    assert tasks["BertForMultipleChoice"] == "multiple-choice"
+    assert tasks["DetrForObjectDetection"] == "object-detection"
+    assert tasks["LayoutLMv2ForQuestionAnswering"] == "document-question-answering"
+    assert tasks["LlavaForConditionalGeneration"] == "image-text-to-text"
+    assert tasks["BertForPreTraining"] == "pretraining"
+    assert len(tasks) > 1400
+
+
 def test_zoo_list_suite_and_counts(capsys):
     assert zoo_list(["--suite", "hf", "--models", "*bert*"]) == 0
     ids = capsys.readouterr().out.split()
@@ -192,6 +232,31 @@ def test_inputs_follow_the_model():
     features, decoder_ids = hf_spec("WhisperModel").example_inputs(2, "cpu", 16)
     assert features.shape == (2, 80, 3000)  # Whisper takes exactly 30 s of frames
     assert decoder_ids.shape == (2, 16)
+
+
+def test_inputs_of_the_task_heads():
+    # A multiple-choice head takes each sample's tokens once per answer.
+    spec = hf_spec("BertForMultipleChoice")
+    ids, mask = spec.example_inputs(3, "cpu", 8)
+    assert ids.shape == mask.shape == (3, 2, 8)
+    with torch.no_grad():
+        (logits,) = spec.build().eval()(ids, mask)
+    assert logits.shape == (3, 2)
+    # Longformer's QA head finds the question by three separators in every sample.
+    spec = hf_spec("LongformerForQuestionAnswering")
+    ids = spec.example_inputs(2, "cpu", 16)[0]
+    sep = building.recipe_for(spec).config.sep_token_id
+    assert ((ids == sep).sum(dim=1) == 3).all()
+    # BLIP's VQA head decodes its answer from decoder ids, which its config does not
+    # announce; keypoint matchers take image pairs.
+    names = building.recipe_for(hf_spec("BlipForQuestionAnswering")).input_names
+    assert names[-1] == "decoder_input_ids"
+    (pairs,) = hf_spec("SuperGlueForKeypointMatching").example_inputs(2, "cpu", 16)
+    assert pairs.shape[:3] == (2, 2, 3)
+    # VideoMAE's pretraining hides the same number of patches in every sample.
+    _, masked = hf_spec("VideoMAEForPreTraining").example_inputs(2, "cpu", 16)
+    assert masked.dtype == torch.bool and masked.shape[0] == 2
+    assert masked.sum(dim=1).tolist() == [masked.shape[1] // 2] * 2
 
 
 # -- cells -----------------------------------------------------------------------------

@@ -97,7 +97,7 @@ def _recipe(spec: ModelSpec) -> Recipe:
     elif spec.size != "full":
         raise ValueError(f"unknown size {spec.size!r}; choose one of: {', '.join(SIZES)}")
     config = edited(config, lambda d: runnable(d, spec.task))
-    return Recipe(model_class, config, input_names(model_class, config))
+    return Recipe(model_class, config, input_names(model_class, config, spec.task))
 
 
 def example_inputs(

@@ -181,3 +181,6 @@ CODEBOOK_BATCH_FAMILIES = ("musicgen_decoder", "musicgen_melody_decoder")
 WAVEFORM_CHANNEL_FAMILIES = ("pe_audio", "pe_audio_video", "xcodec", "xcodec2", "neucodec")
 FRAMES_FIRST_FAMILIES = ("univnet",)  # mel features as (frames, mel bins)
 SPECTROGRAM_IMAGE_FAMILIES = ("clap",)  # mel features as a one-channel image
+# Heads that find the question by its tokens in the ids: which setting holds the
+# token, and how many a sample has (Longformer: "question </s></s> context </s>").
+FAMILY_QUESTION_TOKENS = {"longformer": ("sep_token_id", 3), "splinter": ("question_token_id", 1)}

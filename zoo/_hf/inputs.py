@@ -10,6 +10,7 @@ import torch
 
 from zoo._hf.families import (
     CODEBOOK_BATCH_FAMILIES,
+    FAMILY_QUESTION_TOKENS,
     FRAMES_FIRST_FAMILIES,
     FRAMES_NOT_VIDEO_FAMILIES,
     IMAGE_LIST_FAMILIES,
@@ -25,12 +26,26 @@ DEFAULT_BATCH_SIZE = 2
 DEFAULT_SEQ_LEN = 16
 INPUT_SEED = 0
 
+# Tasks whose inputs take a shape of their own.
+CHOICE_TASKS = ("multiple-choice",)  # tokens per sample and answer: [batch, choices, seq]
+CHOICES = 2
+IMAGE_PAIR_TASKS = ("keypoint-matching",)  # two images per sample, matched to each other
+# Heads that decode an answer or a spectrogram whatever the config says of decoding
+# (BLIP's VQA head, SpeechT5's speech decoder): their decoder inputs are required.
+DECODER_INPUT_TASKS = {
+    "visual-question-answering": "decoder_input_ids",
+    "text-to-spectrogram": "decoder_input_values",
+}
+# Tasks whose heads find the question by its tokens (FAMILY_QUESTION_TOKENS).
+QUESTION_TASKS = ("question-answering", "multiple-choice", "pretraining")
 
-def input_names(model_class: type, config) -> tuple[str, ...]:
+
+def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
     """The keywords the model is fed, in the order of ``example_inputs``: its main input,
     the inputs it requires, an attention mask with token ids, decoder ids for an
     encoder-decoder, and both tokens and pixels for a dual encoder (CLIP). Models that
-    place image features at image tokens (LLaVA) get tokens only."""
+    place image features at image tokens (LLaVA) get tokens only. Some task heads need
+    more than their config says (``DECODER_INPUT_TASKS``)."""
     params = inspect.signature(model_class.forward).parameters
     main = getattr(model_class, "main_input_name", "input_ids")
     required = [name for name, p in params.items() if p.default is inspect.Parameter.empty]
@@ -63,6 +78,8 @@ def input_names(model_class: type, config) -> tuple[str, ...]:
         names.append("attention_mask")
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
         names.append("decoder_input_ids")
+    if DECODER_INPUT_TASKS.get(task) in params:
+        names.append(DECODER_INPUT_TASKS[task])
     return tuple(dict.fromkeys(names))
 
 
@@ -100,6 +117,9 @@ class InputMaker:
         "input_features_mask",
         "past_time_features",
         "past_observed_mask",
+        "bool_masked_pos",
+        "flattened_patches",
+        "decoder_input_values",
     )
 
     def __init__(self, config, task: str, names: tuple[str, ...], batch: int, seq: int) -> None:
@@ -112,6 +132,8 @@ class InputMaker:
         self.native_resolution = "spatial_shapes" in names
         self.batch = batch
         self.seq = seq
+        # Multiple-choice heads take each sample's tokens once per answer.
+        self.text_shape = (batch, CHOICES, seq) if task in CHOICE_TASKS else (batch, seq)
         self.generator = torch.Generator().manual_seed(INPUT_SEED)
 
     def make(self, name: str) -> torch.Tensor:
@@ -130,11 +152,17 @@ class InputMaker:
     # -- text ------------------------------------------------------------------------
 
     def input_ids(self) -> torch.Tensor:
-        ids = self.token_ids(self.setting("vocab_size", default=1000))
+        ids = self.token_ids(self.setting("vocab_size", default=1000), self.text_shape)
         eos = getattr(self.config, "eos_token_id", None)
         if self.task == "sequence-classification" and is_count(eos) and eos < ids.max() + 1:
             # Encoder-decoder classifiers (BART) read the hidden state at the end token.
             ids[:, -1] = eos
+        question = FAMILY_QUESTION_TOKENS.get(self.model_type)
+        if self.task in QUESTION_TASKS and question is not None:
+            setting, count = question
+            # The question's tokens in the middle of the sequence, the last at its end.
+            positions = [self.seq // 2 + i for i in range(count - 1)] + [self.seq - 1]
+            ids[..., positions] = getattr(self.config, setting)
         if self.model_type in CODEBOOK_BATCH_FAMILIES:
             ids = ids.repeat(self.setting("num_codebooks", default=1), 1)
         return ids
@@ -151,8 +179,9 @@ class InputMaker:
     def qformer_input_ids(self) -> torch.Tensor:
         return self.token_ids(get_setting(self.config, "qformer_config").vocab_size)
 
-    def token_ids(self, vocab: int) -> torch.Tensor:
-        ids = torch.randint(0, vocab, (self.batch, self.seq), generator=self.generator)
+    def token_ids(self, vocab: int, shape: tuple[int, ...] | None = None) -> torch.Tensor:
+        shape = shape or (self.batch, self.seq)
+        ids = torch.randint(0, vocab, shape, generator=self.generator)
         # Special tokens (image placeholders, padding, masks) change what a model
         # expects next to them: they become the first ordinary id.
         special = sorted(i for i in special_ids(self.config) if 0 <= i < vocab)
@@ -165,7 +194,7 @@ class InputMaker:
         return self.randn(self.seq, self.setting("hidden_size", default=64))
 
     def attention_mask(self) -> torch.Tensor:
-        return torch.ones(self.batch, self.seq, dtype=torch.long)
+        return torch.ones(self.text_shape, dtype=torch.long)
 
     def bbox(self) -> torch.Tensor:
         """Word boxes of layout models: corners in 0..1000, each box well formed."""
@@ -207,7 +236,29 @@ class InputMaker:
             return self.randn(frames, channels, *self.image_size())
         if self.model_type in IMAGE_LIST_FAMILIES:
             return self.randn(1, channels, *self.image_size())
+        if self.task in IMAGE_PAIR_TASKS:
+            return self.randn(2, channels, *self.image_size())
         return self.randn(channels, *self.image_size())
+
+    def bool_masked_pos(self) -> torch.Tensor:
+        """Which patches a masked image (or video) model hides: every other one, so that
+        every sample hides as many (VideoMAE's decoder needs that)."""
+        height, width = self.image_size()
+        patch = self.setting("patch_size", default=16)
+        frames = self.setting("num_frames", default=1) // self.setting("tubelet_size", default=1)
+        patches = frames * (height // patch) * (width // patch)
+        return (torch.arange(patches) % 2 == 0).repeat(self.batch, 1)
+
+    def flattened_patches(self) -> torch.Tensor:
+        """Pix2Struct's patches: each a row and a column (counted from 1), then its
+        pixels, ``seq_len`` of them in rows of a square."""
+        pixels = self.setting("patch_embed_hidden_size", default=768)
+        side = math.isqrt(self.seq)
+        patches = self.randn(self.seq, 2 + pixels)
+        index = torch.arange(self.seq)
+        patches[:, :, 0] = index // side + 1
+        patches[:, :, 1] = index % side + 1
+        return patches
 
     def image_attention_mask(self) -> torch.Tensor:
         """Which images each token attends to (Idefics): the one image, everywhere."""
@@ -334,6 +385,10 @@ class InputMaker:
         mel = self.setting("num_mel_bins")
         frames = features.shape[2] if features.shape[1] == mel else features.shape[1]
         return torch.ones(self.batch, frames, dtype=torch.long)
+
+    def decoder_input_values(self) -> torch.Tensor:
+        """Spectrogram frames a speech decoder (SpeechT5's) starts from."""
+        return self.randn(self.seq, self.setting("num_mel_bins", default=80))
 
     def past_values_padding(self) -> torch.Tensor:
         return torch.zeros(self.batch, self.past_values().shape[1])
