@@ -26,7 +26,7 @@ SUITE = "hf"
 # and shipped results follow the model ids and their tasks, so a mapping is only ever
 # appended: a class listed by an earlier mapping keeps its task.
 #
-# The first nine mappings are the zoo sweep's headline tasks.
+# The first nine mappings are the zoo sweep's headline tasks (``@headline``).
 HEADLINE_MAPPINGS = (
     ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "causal-lm"),
     ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "masked-lm"),
@@ -99,6 +99,12 @@ NOT_MODEL_MAPPINGS = ("CONFIG_MAPPING_NAMES",)
 def list_specs() -> list[ModelSpec]:
     """One spec per model class of the listed mappings, in mapping order."""
     return _specs(TASK_MAPPINGS)
+
+
+def headline_specs() -> list[ModelSpec]:
+    """The classes of the headline mappings (``@headline``): the first ones
+    ``list_specs`` gives, with the same tasks."""
+    return _specs(HEADLINE_MAPPINGS)
 
 
 def _specs(mappings: tuple[tuple[str, str], ...]) -> list[ModelSpec]:
