@@ -8,6 +8,7 @@ error signatures:
 
     python benchmarks/hf_coverage.py                 # every architecture, tiny
     python benchmarks/hf_coverage.py --models '*Bert*' --json coverage.json
+    python benchmarks/hf_coverage.py --tasks multiple-choice,object-detection
 """
 
 from __future__ import annotations
@@ -163,6 +164,8 @@ def report(results: list[dict[str, object]], top: int) -> str:
     signatures = collections.Counter(
         (str(r["outcome"]), str(r["signature"])) for r in results if r["outcome"] != PASS
     )
+    lines.append("by task (pass / listed):")
+    lines += _task_lines(results)
     lines.append(f"top {top} error signatures:")
     lines += [
         f"  {count:4}  {outcome}: {sig}" for (outcome, sig), count in signatures.most_common(top)
@@ -170,10 +173,26 @@ def report(results: list[dict[str, object]], top: int) -> str:
     return "\n".join(lines)
 
 
+def _task_lines(results: list[dict[str, object]]) -> list[str]:
+    """Per task, most listed first: passes, the count listed, and the failures by kind."""
+    by_task: dict[str, collections.Counter[str]] = {}
+    for r in results:
+        by_task.setdefault(str(r.get("task")), collections.Counter())[str(r["outcome"])] += 1
+    lines = []
+    for task, outcomes in sorted(by_task.items(), key=lambda item: -item[1].total()):
+        failures = ", ".join(f"{n} {kind}" for kind, n in outcomes.most_common() if kind != PASS)
+        row = f"  {task:32} {outcomes[PASS]:4} / {outcomes.total():<4}"
+        lines.append(f"{row} {failures}".rstrip())
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--models", default="*", help="globs on the class name, comma-separated (default: all)"
+    )
+    parser.add_argument(
+        "--tasks", default=None, help="only these tasks, comma-separated (default: every task)"
     )
     parser.add_argument("--size", choices=("tiny", "full"), default="tiny")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
@@ -187,16 +206,22 @@ def main(argv: list[str] | None = None) -> int:
     from zoo.hf_suite import list_specs
 
     globs = [glob.strip().lower() for glob in args.models.split(",") if glob.strip()]
-    names = [
-        spec.name
+    tasks = {task.strip() for task in args.tasks.split(",")} if args.tasks else None
+    task_of = {
+        spec.name: spec.task
         for spec in list_specs()
         if any(fnmatch.fnmatchcase(spec.name.lower(), glob) for glob in globs)
-    ]
+        and (tasks is None or spec.task in tasks)
+    }
+    names = list(task_of)
     if not names:
         print(f"no hf architecture matches {args.models!r}", file=sys.stderr)
         return 2
     started = time.monotonic()
     results = run_all(names, args.jobs, args.timeout, args.size, args.batch_size, args.seq_len)
+    for result in results:
+        # A worker that died or hung said nothing, its task included.
+        result.setdefault("task", task_of[str(result["name"])])
     results.sort(key=lambda r: str(r["name"]))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))

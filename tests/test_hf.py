@@ -23,7 +23,8 @@ from runner.cell import measure_cell
 from runner.cli.run import main as zoo_run
 from runner.matrix.cells import Cell, CellConfig
 from runner.plan import PlanOptions, plan_cells
-from zoo import _hf_builder, hf_suite, select
+from zoo import hf_suite, select, tensors
+from zoo._hf import building, depth
 from zoo.cli import main as zoo_list
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,6 +52,8 @@ def test_listing_reads_the_auto_mappings_and_imports_no_model():
     # A fresh interpreter: this one has imported model modules for the other tests.
     code = (
         "import json, sys\n"
+        "import zoo\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
         "from zoo.hf_suite import list_specs\n"
         "specs = list_specs()\n"
         "models = [m for m in sys.modules if m.startswith('transformers.models.')"
@@ -79,6 +82,46 @@ def test_sample_specs():
     assert by_name["GPT2LMHeadModel"].family == "gpt2"
 
 
+def test_every_model_mapping_of_transformers_is_listed():
+    from transformers.models.auto import modeling_auto
+
+    mappings = {
+        name
+        for name, value in vars(modeling_auto).items()
+        if name.endswith("_NAMES") and isinstance(value, dict)
+    }
+    listed = [name for name, _ in hf_suite.TASK_MAPPINGS]
+    assert len(listed) == len(set(listed))
+    assert mappings - set(hf_suite.NOT_MODEL_MAPPINGS) == set(listed)
+
+
+def test_task_heads_are_appended_and_listed_classes_keep_their_task():
+    assert hf_suite.TASK_MAPPINGS[: len(hf_suite.HEADLINE_MAPPINGS)] == hf_suite.HEADLINE_MAPPINGS
+    assert [task for _, task in hf_suite.HEADLINE_MAPPINGS] == [
+        "causal-lm",
+        "masked-lm",
+        "seq2seq-lm",
+        "speech-seq2seq",
+        "ctc",
+        "audio-classification",
+        "image-classification",
+        "sequence-classification",
+        "base",
+    ]
+    tasks = {spec.name: spec.task for spec in hf_suite.list_specs()}
+    # Already listed: the same task as before the other heads were added.
+    assert tasks["BartForConditionalGeneration"] == "masked-lm"
+    assert tasks["CLIPModel"] == tasks["SamModel"] == "base"
+    # New heads; where a class is in two mappings, the more specific one.
+    assert tasks["BertForQuestionAnswering"] == "question-answering"
+    assert tasks["BertForMultipleChoice"] == "multiple-choice"
+    assert tasks["DetrForObjectDetection"] == "object-detection"
+    assert tasks["LayoutLMv2ForQuestionAnswering"] == "document-question-answering"
+    assert tasks["LlavaForConditionalGeneration"] == "image-text-to-text"
+    assert tasks["BertForPreTraining"] == "pretraining"
+    assert len(tasks) > 1400
+
+
 def test_zoo_list_suite_and_counts(capsys):
     assert zoo_list(["--suite", "hf", "--models", "*bert*"]) == 0
     ids = capsys.readouterr().out.split()
@@ -93,30 +136,30 @@ def test_zoo_list_suite_and_counts(capsys):
 
 
 def test_tiny_configs_are_small_and_consistent():
-    llama = _hf_builder.recipe_for(hf_spec("LlamaForCausalLM")).config
+    llama = building.recipe_for(hf_spec("LlamaForCausalLM")).config
     assert (llama.num_hidden_layers, llama.hidden_size, llama.intermediate_size) == (2, 64, 128)
     assert llama.num_attention_heads * llama.head_dim == llama.hidden_size
     assert llama.num_attention_heads % llama.num_key_value_heads == 0
-    t5 = _hf_builder.recipe_for(hf_spec("T5ForConditionalGeneration")).config
+    t5 = building.recipe_for(hf_spec("T5ForConditionalGeneration")).config
     assert (t5.num_layers, t5.num_decoder_layers, t5.d_model, t5.num_heads) == (2, 2, 64, 4)
 
 
 def test_full_llama_is_cut_to_fit_on_the_meta_device():
     spec = hf_spec("LlamaForCausalLM", size="full")
-    recipe = _hf_builder.recipe_for(spec)
-    default_params = _hf_builder.count_params(recipe.model_class, recipe.config)
+    recipe = building.recipe_for(spec)
+    default_params = depth.count_params(recipe.model_class, recipe.config)
     assert default_params > 6e9
-    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
-    params = _hf_builder.count_params(recipe.model_class, config)
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
+    params = depth.count_params(recipe.model_class, config)
     assert params <= 10**9
     # The deepest that fits: one more layer would not.
     deeper = type(config).from_dict(
         {**config.to_dict(), "num_hidden_layers": config.num_hidden_layers + 1}
     )
-    assert _hf_builder.count_params(recipe.model_class, deeper) > 10**9
+    assert depth.count_params(recipe.model_class, deeper) > 10**9
     assert note.startswith(f"depth cut from 32 to {config.num_hidden_layers} layers to fit 1B")
     # A model under the limit keeps its depth.
-    assert _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**10) == (
+    assert depth.fit_depth(recipe.model_class, recipe.config, 10**10) == (
         recipe.config,
         None,
     )
@@ -125,8 +168,8 @@ def test_full_llama_is_cut_to_fit_on_the_meta_device():
 def test_depth_cut_keeps_a_run_length_layer_pattern_consistent():
     # GPT-Neo's layers are [[["global", "local"], 12]]: its config refuses a depth the
     # pattern does not describe, so the cut rewrites the pattern's first layers.
-    recipe = _hf_builder.recipe_for(hf_spec("GPTNeoForCausalLM", size="full"))
-    config, note = _hf_builder.fit_depth(recipe.model_class, recipe.config, 10**9)
+    recipe = building.recipe_for(hf_spec("GPTNeoForCausalLM", size="full"))
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
     assert note.startswith("depth cut from 24 to ")
     assert config.attention_layers == ["global", "local"] * (config.num_layers // 2) + [
         "global"
@@ -143,6 +186,15 @@ def test_full_build_is_cut_initialized_and_noted():
     assert torch.isfinite(weights).all() and 0.015 < weights.std().item() < 0.025
 
 
+def test_the_wrapper_returns_every_output_tensor_flat():
+    model = hf_spec("BertForMaskedLM").build().eval()
+    with torch.no_grad():
+        outputs = model(*hf_spec("BertForMaskedLM").example_inputs(2, "cpu", 8))
+    assert [tuple(t.shape) for t in outputs] == [(2, 8, model.model.config.vocab_size)]
+    # The one flattener of zoo and runner.
+    assert building.flatten_tensors is tensors.flatten_tensors
+
+
 # -- inputs ----------------------------------------------------------------------------
 
 
@@ -152,10 +204,22 @@ def test_inputs_are_deterministic_and_within_the_vocabulary():
     torch.manual_seed(1234)
     again = spec.example_inputs(3, "cpu", 10)
     assert torch.equal(ids, again[0]) and torch.equal(mask, again[1])
-    config = _hf_builder.recipe_for(spec).config
+    config = building.recipe_for(spec).config
     assert ids.shape == mask.shape == (3, 10) and ids.dtype == torch.long
     assert ids.min() >= 0 and ids.max() < config.vocab_size
     assert config.pad_token_id not in ids and torch.equal(mask, torch.ones(3, 10).long())
+
+
+def test_every_input_is_drawn_from_the_seeded_generator():
+    # LXMERT's region boxes among them: drawn from the global RNG they changed with
+    # whatever ran before in the process.
+    spec = hf_spec("LxmertModel")
+    torch.manual_seed(1)
+    first = spec.example_inputs(2, "cpu", 8)
+    torch.manual_seed(2)
+    again = spec.example_inputs(2, "cpu", 8)
+    assert len(first) == len(again) > 2
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
 
 
 def test_inputs_follow_the_model():
@@ -168,6 +232,31 @@ def test_inputs_follow_the_model():
     features, decoder_ids = hf_spec("WhisperModel").example_inputs(2, "cpu", 16)
     assert features.shape == (2, 80, 3000)  # Whisper takes exactly 30 s of frames
     assert decoder_ids.shape == (2, 16)
+
+
+def test_inputs_of_the_task_heads():
+    # A multiple-choice head takes each sample's tokens once per answer.
+    spec = hf_spec("BertForMultipleChoice")
+    ids, mask = spec.example_inputs(3, "cpu", 8)
+    assert ids.shape == mask.shape == (3, 2, 8)
+    with torch.no_grad():
+        (logits,) = spec.build().eval()(ids, mask)
+    assert logits.shape == (3, 2)
+    # Longformer's QA head finds the question by three separators in every sample.
+    spec = hf_spec("LongformerForQuestionAnswering")
+    ids = spec.example_inputs(2, "cpu", 16)[0]
+    sep = building.recipe_for(spec).config.sep_token_id
+    assert ((ids == sep).sum(dim=1) == 3).all()
+    # BLIP's VQA head decodes its answer from decoder ids, which its config does not
+    # announce; keypoint matchers take image pairs.
+    names = building.recipe_for(hf_spec("BlipForQuestionAnswering")).input_names
+    assert names[-1] == "decoder_input_ids"
+    (pairs,) = hf_spec("SuperGlueForKeypointMatching").example_inputs(2, "cpu", 16)
+    assert pairs.shape[:3] == (2, 2, 3)
+    # VideoMAE's pretraining hides the same number of patches in every sample.
+    _, masked = hf_spec("VideoMAEForPreTraining").example_inputs(2, "cpu", 16)
+    assert masked.dtype == torch.bool and masked.shape[0] == 2
+    assert masked.sum(dim=1).tolist() == [masked.shape[1] // 2] * 2
 
 
 # -- cells -----------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""The catalogue: every model of every suite, and selection from it by glob."""
+"""The catalogue: every model of every suite, and selection from it by glob or name."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import fnmatch
 import importlib
 from collections.abc import Iterable
 
-from zoo import custom
+from zoo import custom, selections
 from zoo.errors import UsageError
 from zoo.spec import SUITES, ModelSpec
 
@@ -46,9 +46,11 @@ def select(
     """The models that ``patterns`` name, plus the custom ``modules``, in catalogue order.
 
     A pattern is a case-insensitive shell glob matched against a model's id
-    (``timm/resnet50``) and its bare name (``resnet50``); one string may hold several,
+    (``timm/resnet50``) and its bare name (``resnet50``), or a named selection
+    (``@core``, ``@headline``: ``zoo.selections``); one string may hold several,
     separated by commas. No patterns and no modules selects every model. Each pattern
-    must match something, else a ``UsageError`` names the closest models.
+    must match something, else a ``UsageError`` names the closest models (or, for an
+    unknown selection, the known ones).
     """
     wanted = _split(patterns)
     custom_specs = [custom.load_spec(source) for source in modules or []]
@@ -57,15 +59,22 @@ def select(
     pool = list_all(suite) + custom_specs
     chosen = {spec.id: spec for spec in custom_specs}
     for pattern in wanted:
-        matches = [spec for spec in pool if _matches(pattern, spec)]
+        matches = _matching(pattern, pool)
         if not matches:
-            raise UsageError(_no_match_message(pattern, pool))
+            raise UsageError(_no_match_message(pattern, pool, suite))
         chosen.update((spec.id, spec) for spec in matches)
     return _ordered(chosen.values())
 
 
 def _split(patterns: list[str] | None) -> list[str]:
     return [part.strip() for text in patterns or [] for part in text.split(",") if part.strip()]
+
+
+def _matching(pattern: str, pool: list[ModelSpec]) -> list[ModelSpec]:
+    if selections.is_selection(pattern):
+        members = selections.ids(pattern)
+        return [spec for spec in pool if spec.id in members]
+    return [spec for spec in pool if _matches(pattern, spec)]
 
 
 def _matches(pattern: str, spec: ModelSpec) -> bool:
@@ -85,7 +94,9 @@ def _suite_rank(suite: str) -> int:
     return SUITES.index(suite) if suite in SUITES else len(SUITES)
 
 
-def _no_match_message(pattern: str, pool: list[ModelSpec]) -> str:
+def _no_match_message(pattern: str, pool: list[ModelSpec], suite: str) -> str:
+    if selections.is_selection(pattern):
+        return f"the selection {pattern!r} has no model in suite {suite!r}"
     closest = _closest(pattern, pool)
     hint = f"; closest: {', '.join(closest)}" if closest else ""
     return f"no model matches {pattern!r}{hint} (zoo-list shows them all)"

@@ -8,6 +8,7 @@ import json
 import os
 import sys
 
+from zoo import selections
 from zoo.catalog import SUITE_CHOICES, select
 from zoo.errors import UsageError
 
@@ -22,8 +23,10 @@ def _parser() -> argparse.ArgumentParser:
         "--models",
         action="append",
         metavar="PATTERNS",
-        help="case-insensitive globs on model id or bare name, comma-separated, "
-        "repeatable (e.g. 'resnet*,timm/vit_*'); default: every model",
+        help="case-insensitive globs on model id or bare name, or named selections ("
+        + ", ".join(selections.PREFIX + name for name in selections.NAMES)
+        + "), comma-separated, repeatable (e.g. '@core,resnet*,timm/vit_*'); "
+        "default: every model",
     )
     parser.add_argument(
         "--module",

@@ -1,0 +1,113 @@
+"""Building: the recipe of a spec (class, config, input names), the model built from
+it on its device, and its example inputs. Imports torch and transformers."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import transformers
+
+from zoo._hf.configs import default_config, runnable, tiny_config
+from zoo._hf.depth import count_params, fit_depth, human_count
+from zoo._hf.hub import offline
+from zoo._hf.inputs import DEFAULT_BATCH_SIZE, DEFAULT_SEQ_LEN, InputMaker, input_names
+from zoo._hf.settings import edited
+from zoo.spec import DEFAULT_MAX_PARAMS, ModelSpec
+from zoo.tensors import flatten_tensors
+
+SIZES = ("tiny", "full")
+INIT_SEED = 0
+# The largest tiny models are embedding tables (RemBERT's 250k x 1664 output embedding).
+TINY_MAX_PARAMS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What building and making inputs share: the class, its config, its inputs."""
+
+    model_class: type
+    config: Any
+    input_names: tuple[str, ...]
+
+
+class KeywordModel(torch.nn.Module):
+    """A transformers model called with positional tensors, passed on by keyword, that
+    returns the tensors of its output as a flat tuple."""
+
+    def __init__(
+        self, model: torch.nn.Module, input_names: tuple[str, ...], notes: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = input_names
+        # Read by the runner into the cell's notes (a depth cut, for one).
+        self.build_notes = notes
+
+    def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        output = self.model(**dict(zip(self.input_names, tensors, strict=True)))
+        return tuple(flatten_tensors(output))
+
+
+def build(spec: ModelSpec) -> KeywordModel:
+    recipe = recipe_for(spec)
+    config, notes = recipe.config, []
+    if spec.size == "full":
+        config, note = fit_depth(recipe.model_class, config, spec.max_params or DEFAULT_MAX_PARAMS)
+        if note:
+            notes.append(note)
+    else:
+        params = count_params(recipe.model_class, config)
+        if params > TINY_MAX_PARAMS:
+            # A width the tiny settings do not know (Inkling's vision tower) left the
+            # model huge: an error that says so beats a worker killed for memory.
+            raise RuntimeError(
+                f"the tiny config of {spec.name} still has {human_count(params)} parameters "
+                f"(limit {human_count(TINY_MAX_PARAMS)}): a setting of this family is not shrunk"
+            )
+    device = torch.device(spec.device or "cpu")
+    # Constructed on its device (weights initialized there, never on the host first),
+    # from a fixed seed so that every run measures the same weights.
+    forked = [device] if device.type == "cuda" else []
+    with offline(), torch.random.fork_rng(devices=forked), device:
+        torch.manual_seed(INIT_SEED)
+        model = recipe.model_class(config)
+    return KeywordModel(model, recipe.input_names, tuple(notes))
+
+
+@functools.cache
+def recipe_for(spec: ModelSpec) -> Recipe:
+    with offline():
+        return _recipe(spec)
+
+
+def _recipe(spec: ModelSpec) -> Recipe:
+    try:
+        model_class = getattr(transformers, spec.name)
+    except (AttributeError, ImportError) as exc:
+        raise RuntimeError(f"transformers cannot import {spec.name}: {exc}") from exc
+    config_class = getattr(model_class, "config_class", None)
+    if config_class is None:
+        raise RuntimeError(f"{spec.name} names no config class to build it from")
+    config = default_config(config_class)
+    if spec.size == "tiny":
+        config = tiny_config(config, model_class)
+    elif spec.size != "full":
+        raise ValueError(f"unknown size {spec.size!r}; choose one of: {', '.join(SIZES)}")
+    config = edited(config, lambda d: runnable(d, spec.task))
+    return Recipe(model_class, config, input_names(model_class, config, spec.task))
+
+
+def example_inputs(
+    spec: ModelSpec, batch_size: int | None, device: str, seq_len: int | None = None
+) -> tuple[torch.Tensor, ...]:
+    """The model's inputs, made from its config: token ids within the vocabulary, pixels
+    at its image size, audio at its sampling settings. Seeded and the same on every
+    device (drawn on the CPU, then moved)."""
+    recipe = recipe_for(spec)
+    batch = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
+    seq = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+    maker = InputMaker(recipe.config, spec.task, recipe.input_names, batch, seq)
+    return tuple(maker.make(name).to(device) for name in recipe.input_names)

@@ -1,0 +1,135 @@
+"""The depth cut: a full-size model above its parameter limit built with fewer layers,
+every list and setting that describes the layers cut to match."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from zoo._hf.families import (
+    BACKBONE_STAGE_FIELDS,
+    LAYER_FIELDS,
+    LAYER_INDEX_LISTS,
+    PER_LAYER_DICTS,
+    RUN_LENGTH_LAYER_LISTS,
+    SUB_LAYER_COUNTS,
+)
+from zoo._hf.hub import offline
+from zoo._hf.settings import edited, is_count, walk
+
+
+def set_depth(data: dict[str, Any], depth: Callable[[int], int]) -> None:
+    """Every layer count of one config dict set to ``depth(old)``, and what describes
+    each layer cut to match: lists with one entry per layer (``layer_types``), settings
+    keyed by layer, and backbone stages (recomputed from the new depth)."""
+    if isinstance(data.get("depths"), list):
+        # Stage-based models (Swin) count stages in num_layers: depth is per stage.
+        return
+    for key in LAYER_FIELDS:
+        old = data.get(key)
+        if not is_count(old) or old <= 0:
+            continue
+        new = depth(old)
+        data[key] = new
+        if new >= old:
+            continue
+        for name, value in list(data.items()):
+            if isinstance(value, list) and len(value) == old:
+                data[name] = _first_of_each_kind(value, new)
+            elif _is_layer_index_list(name, value, old):
+                # Which layers are special (Zamba2's hybrid layers): each maps to the
+                # layer at the same depth fraction, so none disappears.
+                data[name] = sorted({index * new // old for index in value})
+            elif name in PER_LAYER_DICTS and isinstance(value, dict):
+                data[name] = {k: v for k, v in value.items() if int(k) < new}
+            elif name in SUB_LAYER_COUNTS and is_count(value):
+                data[name] = value * new // old
+            elif name in RUN_LENGTH_LAYER_LISTS and isinstance(value, list):
+                data[name] = _cut_runs(value, new)
+        for name in BACKBONE_STAGE_FIELDS:
+            data.pop(name, None)
+
+
+def _cut_runs(runs: list[Any], layers: int) -> list[Any]:
+    """The first ``layers`` layers of a run-length pattern, one run per layer."""
+    kinds = [kind for pattern, repeats in runs for _ in range(repeats) for kind in pattern]
+    return [[[kind], 1] for kind in kinds[:layers]]
+
+
+def _is_layer_index_list(name: str, value: Any, layers: int) -> bool:
+    return (
+        name in LAYER_INDEX_LISTS
+        and isinstance(value, list)
+        and all(is_count(v) and 0 <= v < layers for v in value)
+    )
+
+
+def _first_of_each_kind(values: list[Any], count: int) -> list[Any]:
+    """The first ``count`` entries, with the last ones replaced so that every kind of
+    entry is still there: two layers of Gemma 3's five sliding, one full pattern are
+    one sliding and one full."""
+    kept = values[:count]
+    missing = [
+        v for v in dict.fromkeys(_hashable(v) for v in values) if v not in map(_hashable, kept)
+    ]
+    for i, kind in enumerate(missing[: count - 1]):
+        kept[count - 1 - i] = next(v for v in values if _hashable(v) == kind)
+    return kept
+
+
+def _hashable(value: Any) -> Any:
+    return repr(value) if isinstance(value, list | dict) else value
+
+
+def _layer_counts(data: dict[str, Any]) -> list[int]:
+    counts: list[int] = []
+    walk(data, lambda d: counts.extend(d[k] for k in LAYER_FIELDS if is_count(d.get(k))))
+    return counts
+
+
+def count_params(model_class: type, config) -> int:
+    """Parameters of ``model_class(config)``, built on the meta device (nothing allocated)."""
+    with offline(), torch.device("meta"):
+        model = model_class(config)
+    return sum(p.numel() for p in model.parameters())
+
+
+def fit_depth(model_class: type, config, max_params: int):
+    """``config`` with every layer count cut by the same factor until the model has at
+    most ``max_params`` parameters, and a note saying so (``None`` when nothing was cut)."""
+    params = count_params(model_class, config)
+    deepest = max(_layer_counts(config.to_dict()), default=0)
+    if params <= max_params or deepest <= 1:
+        return config, None
+
+    def at_depth(layers: int):
+        return edited(config, lambda d: set_depth(d, lambda n: max(1, n * layers // deepest)))
+
+    # Parameters grow linearly with depth: two counts give the cost of a layer.
+    shallowest = count_params(model_class, at_depth(1))
+    per_layer = (params - shallowest) / (deepest - 1)
+    layers = 1 + int((max_params - shallowest) // per_layer) if per_layer > 0 else 1
+    layers = max(1, min(layers, deepest - 1))
+    cut_config = at_depth(layers)
+    cut_params = count_params(model_class, cut_config)
+    while cut_params > max_params and layers > 1:
+        layers -= 1
+        cut_config = at_depth(layers)
+        cut_params = count_params(model_class, cut_config)
+    limit = human_count(max_params)
+    note = (
+        f"depth cut from {deepest} to {layers} layers to fit {limit} params "
+        f"({human_count(params)} -> {human_count(cut_params)})"
+    )
+    if cut_params > max_params:
+        note += f"; still above {limit} at one layer"
+    return cut_config, note
+
+
+def human_count(count: int) -> str:
+    for unit, size in (("T", 10**12), ("B", 10**9), ("M", 10**6), ("K", 10**3)):
+        if count >= size:
+            return f"{count / size:.3g}{unit}"
+    return str(count)

@@ -1,0 +1,186 @@
+"""What zoo knows of transformers' families: the names their configs give a setting,
+the values of a tiny model, and each family's exceptions. Data only: no imports of
+torch or transformers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TINY_LAYERS = 2
+# Settings of a tiny model, under every name transformers' configs give them. Only the
+# names a config has are set, and only to shrink them.
+TINY_WIDTHS = {
+    "hidden_size": 64,
+    "d_model": 64,
+    "n_embd": 64,
+    "intermediate_size": 128,
+    "ffn_dim": 128,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "d_ff": 128,
+    "n_inner": 128,
+    "num_attention_heads": 4,
+    "num_heads": 4,
+    "n_head": 4,
+    "n_heads": 4,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "head_dim": 16,
+    "d_kv": 16,
+    "d_head": 16,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 64,
+    "shared_expert_intermediate_size": 64,
+    "n_group": 1,
+    "topk_group": 1,
+    "n_groups": 1,
+    "mamba_n_groups": 1,
+    "kv_lora_rank": 32,
+    "q_lora_rank": 32,
+    "embedding_size": 64,
+    "qk_nope_head_dim": 16,
+    "qk_rope_head_dim": 16,
+    "v_head_dim": 16,
+}
+QUERY_HEAD_FIELDS = ("num_attention_heads", "num_heads", "n_head", "n_heads")
+KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
+# A tiny model keeps grouped-query attention when its default has it.
+TINY_KV_HEADS = 2
+# Depth, under its many names; a config may have several (encoder and decoder).
+LAYER_FIELDS = (
+    "num_hidden_layers",
+    "num_layers",
+    "n_layer",
+    "n_layers",
+    "encoder_layers",
+    "decoder_layers",
+    "num_encoder_layers",
+    "num_decoder_layers",
+    "depth",
+)
+# Per-stage depths of hierarchical vision models: one block per stage when tiny.
+STAGE_DEPTH_FIELDS = ("depths",)
+HIDDEN_FIELDS = ("hidden_size", "d_model", "n_embd")
+# Other settings that hold a hidden size, by the parts of their names, and settings
+# that may equal one by chance.
+WIDTH_NAME_PARTS = ("hidden", "_dim", "embed", "proj", "channels", "pooler")
+NOT_WIDTH_NAME_PARTS = ("position", "vocab", "max_", "window", "image", "patch", "kernel")
+ROPE_SECTION_FIELDS = ("mrope_section",)
+# Settings keyed by layer index (Gemma 4's per-layer head sizes).
+PER_LAYER_DICTS = ("per_layer_config",)
+# Which layers are of some kind, by index: each mapped to the same depth fraction.
+LAYER_INDEX_LISTS = (
+    "hybrid_layer_ids",
+    "cross_attention_layers",
+    "deepstack_visual_indexes",
+    "fullatt_block_indexes",
+    "global_attn_indexes",
+    "intermediate_layers_indices",
+    "window_block_indexes",
+    "window_block_indices",
+    "backbone_out_indices",
+    "look_ahead_layers",
+    "look_backward_layers",
+    "mlp_only_layers",
+)
+# How many of the layers are of some kind: scaled with the depth.
+# Layer kinds as runs of a pattern, [[kinds, repeats], ...] (GPT-Neo's attention_types).
+RUN_LENGTH_LAYER_LISTS = ("attention_types",)
+SUB_LAYER_COUNTS = ("num_kv_shared_layers", "first_k_dense_replace", "max_window_layers")
+# Backbone stages named after layers; the config recomputes them from the depth.
+BACKBONE_STAGE_FIELDS = ("stage_names", "out_features", "out_indices")
+LABEL_SETTINGS = ("num_labels", "num_classes", "label_names", "id2label", "label2id")
+# Tiny settings of families whose widths are tied in ways the generic rules miss.
+FAMILY_TINY: dict[str, dict[str, Any]] = {
+    # Mamba heads times head size must equal expand times the hidden size.
+    "mamba2": {"head_dim": 32},
+    "bamba": {"mamba_n_heads": 4, "mamba_d_head": 32},
+    "granitemoehybrid": {"mamba_n_heads": 4, "mamba_d_head": 32},
+    # Rotary dimensions of the query/key heads.
+    "codegen": {"rotary_dim": 8},
+    "gptj": {"rotary_dim": 8},
+    # Layers given as (pattern, repeats); two layers are one repeat of the pair.
+    "gpt_neo": {"attention_types": [[["global", "local"], 1]]},
+    # Axial position embeddings are split across two axes and sum to the hidden size.
+    "reformer": {"axial_pos_embds_dim": [32, 32]},
+    # Prompt and image features merge after the first layer, read out after the last.
+    "seggpt": {"merge_index": 0, "intermediate_hidden_state_indices": [1]},
+    # Positional features are half the prompt encoder's width.
+    "sam_vision_model": {"num_pos_feats": 32},
+    "sam_hq_vision_model": {"num_pos_feats": 32},
+    # Four coordinate and two shape embeddings make up the hidden size.
+    "layoutlmv3": {"coordinate_size": 10, "shape_size": 12},
+    # A shared transformer is tied across the hybrid layers: two of them.
+    "zamba": {
+        "layers_block_type": ["hybrid", "hybrid"],
+        "attention_hidden_size": 128,
+        "attention_head_dim": 32,
+    },
+    # The sparse attention layers' indexer is unset by default.
+    "qwen4_exp_text": {
+        "indexer_n_heads": 4,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 16,
+        "indexer_budget": 8,
+        "indexer_compress_ratio": 4,
+    },
+    # Swin-style audio encoder: the widest stage is 8 times the patch embedding.
+    "clap_audio_model": {"patch_embeds_hidden_size": 8},
+    # Liquid's MoE default leaves its layer kinds unset: one convolution, one attention.
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+    # The upsampling convolution is depthwise: one group per channel.
+    "mimi": {"upsample_groups": 64},
+    # One cross-attention head: the Fourier and convolutional preprocessors make
+    # channel counts (261) that few head counts divide.
+    "perceiver": {"d_latents": 64, "num_self_attention_heads": 4, "num_cross_attention_heads": 1},
+    # The default protein config sets no special tokens, which masking needs.
+    "esm": {"pad_token_id": 1, "mask_token_id": 2},
+}
+# Settings that a forward pass needs and the default config leaves unset, at any size.
+FAMILY_REQUIRED: dict[str, dict[str, Any]] = {
+    "xmod": {"default_language": "en_XX"},
+    # Time-series transformers: how far to forecast, and one time feature per step.
+    "time_series_transformer": {"prediction_length": 8, "num_time_features": 1},
+    "informer": {"prediction_length": 8, "num_time_features": 1},
+    "autoformer": {"prediction_length": 8, "num_time_features": 1},
+}
+# Composite models whose default config has no parts: the model types they get.
+COMPOSITE_PARTS = {
+    "encoder-decoder": ("bert", "bert"),
+    "speech-encoder-decoder": ("wav2vec2", "bert"),
+    "vision-text-dual-encoder": ("vit", "bert"),
+}
+# Counts that some default configs leave None though the model needs them; a tiny
+# model gets its tiny value.
+TINY_WHEN_NONE = (
+    "num_experts_per_tok",
+    "n_routed_experts",
+    "n_shared_experts",
+    "moe_intermediate_size",
+)
+TINY_VOCAB = 1024
+# Settings that would download weights when true.
+NO_DOWNLOAD = {"use_pretrained_backbone": False}
+
+# Settings that only layout models (LayoutLM, Bros) have: they take word boxes.
+LAYOUT_SETTINGS = ("max_2d_position_embeddings", "dim_bbox")
+INPUT_GROUPS = {
+    "spatial_shapes": ("pixel_values", "pixel_attention_mask"),
+    "visual_feats": ("visual_pos",),
+    "states": ("actions", "returns_to_go", "timesteps", "attention_mask"),
+}
+# Families whose inputs the config alone does not describe, by model type.
+IMAGE_LIST_FAMILIES = ("idefics",)  # pixels per sample: a list of images
+FRAMES_NOT_VIDEO_FAMILIES = ("perceiver",)  # num_frames of an optional video decoder
+STACKED_IMAGE_FAMILIES = ("seggpt",)  # input and prompt stacked make the config's height
+# Token ids per codebook, stacked along the batch (MusicGen's decoder).
+CODEBOOK_BATCH_FAMILIES = ("musicgen_decoder", "musicgen_melody_decoder")
+WAVEFORM_CHANNEL_FAMILIES = ("pe_audio", "pe_audio_video", "xcodec", "xcodec2", "neucodec")
+FRAMES_FIRST_FAMILIES = ("univnet",)  # mel features as (frames, mel bins)
+SPECTROGRAM_IMAGE_FAMILIES = ("clap",)  # mel features as a one-channel image
+# Heads that find the question by its tokens in the ids: which setting holds the
+# token, and how many a sample has (Longformer: "question </s></s> context </s>").
+FAMILY_QUESTION_TOKENS = {"longformer": ("sep_token_id", 3), "splinter": ("question_token_id", 1)}
