@@ -150,8 +150,8 @@ def _bound_text(bound) -> str:
         return ""
     if bound == "launch-bound":
         return (
-            f" (launch-bound: eager wall time {LAUNCH_BOUND_RATIO:g}x or more its GPU busy "
-            "time; the GPU-time speedup is the stable figure)"
+            f" (launch-bound: eager wall time, even its fastest call, {LAUNCH_BOUND_RATIO:g}x "
+            "or more its GPU busy time; the GPU-time speedup is the stable figure)"
         )
     return f" ({bound})"
 

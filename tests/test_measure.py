@@ -279,7 +279,9 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
         report_phase=phases.append,
     )
     assert result.status == "pass", result.error_message
-    assert phases == ["build", "reference", "eager", "compile", "accuracy", "warm-up", "timing"]
+    assert phases == [
+        "build", "reference", "eager", "compile", "accuracy", "warm-up", "timing", "profile"
+    ]  # fmt: skip
     assert (result.graph_count, result.graph_break_count, result.unique_break_count) == (1, 0, 0)
     assert result.graph_breaks == []
     assert result.recompile_count == 0
@@ -341,6 +343,8 @@ def test_compile_happens_outside_the_timing_gate_and_timing_inside():
         "accuracy": None,
         "warm-up": "untimed",
         "timing": "timing",
+        # one profiled call per side, inside the timed hold
+        "profile": "timing",
         "probe": None,
     }
     assert eager_calls["warm-up"] >= WARMUPS

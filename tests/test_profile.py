@@ -135,6 +135,14 @@ def test_the_dashboard_labels_launch_bound_cells(tmp_path):
                 "key-2", model_id="timm/b", eager_ms=9.5, eager_gpu_ms=9.27, gpu_speedup=1.3
             ),
             make_result("key-3", model_id="timm/c", eager_ms=9.5),
+            # A median slowed by a disturbed host; its fastest call is near GPU time.
+            make_result(
+                "key-4",
+                model_id="timm/d",
+                eager_ms=18.36,
+                eager_samples_ms=[9.5, 18.0, 18.36, 19.0],
+                eager_gpu_ms=9.27,
+            ),
         ],
     )
     export_runs(tmp_path / "zoo.duckdb", tmp_path / "runs")
@@ -142,7 +150,12 @@ def test_the_dashboard_labels_launch_bound_cells(tmp_path):
     for statement in queries.PREPARE:
         con.execute(statement)
     bound = dict(con.execute("SELECT model_id, bound FROM latest_cells").fetchall())
-    assert bound == {"timm/a": "launch-bound", "timm/b": "gpu-bound", "timm/c": None}
+    assert bound == {
+        "timm/a": "launch-bound",
+        "timm/b": "gpu-bound",
+        "timm/c": None,
+        "timm/d": "gpu-bound",
+    }
     cells = con.execute("SELECT * FROM latest_cells").df()
     page = charts.matrix_html(cells, sorted(cells["config"].unique()), ["timm/a", "timm/b"])
     assert page.count('class="launch-bound"') == 1

@@ -68,8 +68,15 @@ def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
         # alternate with blocks of XLA calls: as many samples on each side.
         assert "eager timed in a process without JAX, in blocks" in r["notes"]
         assert len(r["eager_samples_ms"]) == len(r["compiled_samples_ms"]) >= 5
+        # The eager side profiled in its own process; the torch profiler does not see
+        # XLA's CPU work, so the compiled side has no kernel count (and no GPU time).
+        assert r["eager_kernels"] > 0 and r["compiled_kernels"] is None
+        assert r["eager_gpu_ms"] is None and r["gpu_speedup"] is None
+        assert "the torch profiler does not see XLA's CPU work" in r["notes"]
 
-    (env,) = rows(db, "SELECT * FROM environments")
+    # The XLA cells' environment: the XLA fingerprint, jax and torchax in it.
+    (env,) = rows(db, "SELECT * FROM environments WHERE fingerprint = 'xla'")
+    assert {r["env_id"] for r in results} == {env["env_id"]}
     described = json.loads(env["xla_routes"])
     assert described["xla"].startswith("available (torchax ")
     assert described["torch_xla"] == "unsupported: torch_xla not installed"

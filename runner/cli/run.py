@@ -86,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--models",
         action="append",
         metavar="PATTERNS",
-        help="shell globs on the id or bare name, comma-separated or repeated "
-        "(e.g. 'resnet*', 'timm/vit_*'); every model when omitted and no --module",
+        help="shell globs on the id or bare name, or named selections (@headline: every "
+        "timm model and the HF classes of the nine headline tasks; @core: the core set), "
+        "comma-separated or repeated (e.g. 'resnet*', 'timm/vit_*', '@core'); every model "
+        "when omitted and no --module",
     )
     models.add_argument(
         "--module",
