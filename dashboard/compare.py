@@ -20,8 +20,8 @@ import duckdb
 import pandas as pd
 
 from dashboard import queries
-from dashboard.data import default_paths, load
-from zoo.errors import UsageError
+from dashboard.data import DB_ENV, RUNS_DIR_ENV, default_paths, load
+from zoo.errors import UsageError, run_command
 
 NEW_FAILURE = "new failure"
 SLOWER = "slower"
@@ -360,12 +360,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("a", metavar="A", help="the baseline side")
     parser.add_argument("b", metavar="B", help="the side compared with it")
     parser.add_argument(
-        "--db", type=Path, default=db, help=f"the user's database (default {db}; env ZOO_DB)"
+        "--db", type=Path, default=None, help=f"the user's database (default {db}; env ZOO_DB)"
     )
     parser.add_argument(
         "--runs-dir",
         type=Path,
-        default=runs_dir,
+        default=None,
         help=f"shipped parquet runs (default {runs_dir}; env ZOO_RUNS_DIR)",
     )
     parser.add_argument("--format", choices=("text", "csv", "json"), default="text")
@@ -389,22 +389,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fail-on-regression",
         action="store_true",
-        help="exit 1 when any cell is a new failure or slower (for CI)",
+        help="exit 1 when any cell is a new failure or slower, or when no cell is on both "
+        "sides (a gate that compared nothing has checked nothing; for CI)",
     )
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    return run_command("zoo-compare", _compare, args)
+
+
+def _path(given: Path | None, default: Path, flag: str, env: str) -> Path:
+    """The path to read: the flag's, else the environment's, else the default. One the
+    user named must exist (comparing without its data would compare less than asked,
+    and say nothing); the default may be missing (no database yet)."""
+    named = given if given is not None else default if env in os.environ else None
+    if named is not None and not named.exists():
+        source = flag if given is not None else env
+        raise UsageError(f"{source}: {named} does not exist. Pass an existing path.")
+    return default if named is None else named
+
+
+def _compare(args: argparse.Namespace) -> int:
     out = sys.stdout
-    con, sources = load(args.runs_dir, args.db)
+    runs_dir, db = default_paths()
+    runs_dir = _path(args.runs_dir, runs_dir, "--runs-dir", RUNS_DIR_ENV)
+    db = _path(args.db, db, "--db", DB_ENV)
+    con, sources = load(runs_dir, db)
     for problem in sources.problems:
         print(f"zoo-compare: warning: {problem}", file=sys.stderr)
-    try:
-        a, b = resolve_side(con, args.a), resolve_side(con, args.b)
-    except UsageError as error:
-        print(f"zoo-compare: error: {error}", file=sys.stderr)
-        return error.exit_code
+    a, b = resolve_side(con, args.a), resolve_side(con, args.b)
     frame = compare_frames(con, a, b, args.threshold, args.speedup)
     unmatched = unmatched_counts(con, a, b)
     try:
@@ -418,6 +433,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # `zoo-compare ... | head` closed the pipe: the exit code still tells the verdict.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if frame.empty:
+        # A gate that compared nothing has checked nothing: it must not pass.
+        print(
+            f"zoo-compare: {'error' if args.fail_on_regression else 'warning'}: no cell is on "
+            f"both sides (only in A: {unmatched[0]}, only in B: {unmatched[1]}), so nothing "
+            "was compared. Check the names of A and B, and the warnings above.",
+            file=sys.stderr,
+        )
+        return 1 if args.fail_on_regression else 0
     regressions = frame["change"].isin(REGRESSIONS).sum()
     if args.fail_on_regression and regressions:
         print(f"zoo-compare: {regressions} regression(s) from A to B", file=sys.stderr)

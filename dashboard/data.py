@@ -20,6 +20,7 @@ from runner.store.schema import (
     DEFAULT_RUNS_DIR,
     IDENTITY,
     TABLES,
+    error_text,
     latest_row,
     schema_columns,
 )
@@ -72,7 +73,8 @@ def load(
     ``latest_results`` (the newest row of every cell key).
 
     A missing source is no error (the tables may be empty); an unreadable one is noted
-    in ``Sources.problems`` and skipped, so the dashboard can still show the rest.
+    in ``Sources.problems`` and skipped, so the dashboard can still show the rest: an
+    unreadable parquet shard costs only its own rows.
     """
     sources = Sources(runs_dir=runs_dir, db_path=db_path)
     con = duckdb.connect(":memory:")
@@ -82,15 +84,8 @@ def load(
         if not files:
             continue
         sources.parquet_files += len(files)
-        try:
-            con.execute(
-                f"CREATE TABLE shipped_{table} AS SELECT *{_LEAN.get(table, '')} "
-                "FROM read_parquet(?, union_by_name=true)",
-                [[str(f) for f in files]],
-            )
+        if _read_shards(con, table, files, sources):
             parts[table].append(f"shipped_{table}")
-        except duckdb.Error as error:
-            sources.problems.append(f"shipped {table} under {runs_dir} unreadable: {error}")
     if (
         db_path is not None
         and db_path.exists()
@@ -104,6 +99,68 @@ def load(
         _add_missing_columns(con, table)
     con.execute(f"CREATE VIEW latest_results AS SELECT * FROM results QUALIFY {latest_row()}")
     return con, sources
+
+
+def _read_shards(
+    con: duckdb.DuckDBPyConnection, table: str, files: list[Path], sources: Sources
+) -> bool:
+    """``shipped_<table>`` from the shards of ``files`` that can be read; each one that
+    cannot is named in ``sources.problems`` and costs only its own rows. False when no
+    shard was left."""
+    usable = [path for path in files if not _shard_problem(con, table, path, sources)]
+    select = f"SELECT *{_LEAN.get(table, '')} FROM read_parquet(?, union_by_name=true)"
+    try:
+        if usable:
+            con.execute(f"CREATE TABLE shipped_{table} AS {select}", [[str(f) for f in usable]])
+        return bool(usable)
+    except duckdb.Error:
+        pass
+    # A shard whose footer reads but whose data does not: read them one by one to find it.
+    shards = []
+    for number, path in enumerate(usable):
+        try:
+            con.execute(f"CREATE TABLE shard_{number} AS {select}", [[str(path)]])
+            shards.append(f"shard_{number}")
+        except duckdb.Error as error:
+            sources.problems.append(_skipped(path, error_text(error)))
+    if not shards:
+        return False
+    union = " UNION ALL BY NAME ".join(f"SELECT * FROM {shard}" for shard in shards)
+    con.execute(f"CREATE TABLE shipped_{table} AS {union}")
+    for shard in shards:
+        con.execute(f"DROP TABLE {shard}")
+    return True
+
+
+def _shard_problem(
+    con: duckdb.DuckDBPyConnection, table: str, path: Path, sources: Sources
+) -> bool:
+    """Whether the shard at ``path`` cannot be used (noted in ``sources.problems``): it
+    does not read as parquet, or lacks what identifies its rows."""
+    try:
+        columns = {
+            row[0]
+            for row in con.execute(
+                "DESCRIBE SELECT * FROM read_parquet(?)", [[str(path)]]
+            ).fetchall()
+        }
+    except duckdb.Error as error:
+        sources.problems.append(_skipped(path, error_text(error)))
+        return True
+    missing = [name for name in (*IDENTITY[table], "schema_version") if name not in columns]
+    if missing:
+        sources.problems.append(
+            _skipped(path, f"it is no zoo-matrix {table} shard (no column {', '.join(missing)})")
+        )
+        return True
+    return False
+
+
+def _skipped(path: Path, reason: str) -> str:
+    return (
+        f"{path} skipped, its rows are not shown: {reason}. Export that run again "
+        "(zoo-export --run RUN_ID) or move its folder out of the runs folder."
+    )
 
 
 def _copy_user_tables(
@@ -122,7 +179,7 @@ def _copy_user_tables(
             reason = (
                 "a sweep is writing to it; reload in a moment"
                 if locked
-                else f"it is not a readable zoo-matrix database ({error})"
+                else f"it is not a readable zoo-matrix database ({error_text(error)})"
             )
             sources.problems.append(f"{db_path} skipped: {reason}")
             return False
@@ -133,7 +190,9 @@ def _copy_user_tables(
             )
         return True
     except duckdb.Error as error:
-        sources.problems.append(f"{db_path} skipped: it lacks zoo-matrix tables ({error})")
+        sources.problems.append(
+            f"{db_path} skipped: it lacks zoo-matrix tables ({error_text(error)})"
+        )
         for table in TABLES:
             con.execute(f"DROP TABLE IF EXISTS user_{table}")
         return False

@@ -117,7 +117,9 @@ def db(tmp_path) -> Path:
 
 
 def run_compare(capsys, db: Path, *args: str) -> tuple[int, str, str]:
-    code = compare.main([*args, "--db", str(db), "--runs-dir", str(db.parent / "no-runs")])
+    runs_dir = db.parent / "no-runs"
+    runs_dir.mkdir(exist_ok=True)
+    code = compare.main([*args, "--db", str(db), "--runs-dir", str(runs_dir)])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -256,6 +258,7 @@ def test_unknown_or_ambiguous_side_lists_the_choices(capsys, db):
 
 
 def test_compare_over_shipped_parquet(capsys, tmp_path):
+    empty = Store.open(tmp_path / "empty.duckdb").path
     code = compare.main(
         [
             "h200-foundation",
@@ -263,7 +266,7 @@ def test_compare_over_shipped_parquet(capsys, tmp_path):
             "--runs-dir",
             str(SHIPPED_RUNS),
             "--db",
-            str(tmp_path / "none.duckdb"),
+            str(empty),
             "--fail-on-regression",
         ]
     )
@@ -437,3 +440,23 @@ def test_merge_refuses_a_target_that_is_not_a_zoo_database(capsys, db, tmp_path)
     assert merge_cli.main([str(db), "--into", str(target)]) == 2
     assert "not a zoo-matrix one" in capsys.readouterr().err
     assert digest(target) == before
+
+
+def test_compare_refuses_a_path_that_does_not_exist(capsys, db, tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    missing = tmp_path / "nowhere"
+    for args, named in (
+        (["--runs-dir", str(missing), "--db", str(db)], "--runs-dir"),
+        (["--runs-dir", str(runs), "--db", str(missing)], "--db"),
+    ):
+        assert compare.main(["base", RUN_B, *args]) == 2
+        assert f"zoo-compare: error: {named}: {missing} does not exist" in (capsys.readouterr().err)
+    monkeypatch.setenv("ZOO_DB", str(missing))
+    assert compare.main(["base", RUN_B, "--runs-dir", str(runs)]) == 2
+    assert f"ZOO_DB: {missing} does not exist" in capsys.readouterr().err
+    # Defaults that do not exist yet (no database recorded) are no error.
+    monkeypatch.delenv("ZOO_DB")
+    monkeypatch.chdir(tmp_path)
+    assert compare.main(["base", RUN_B, "--runs-dir", str(runs)]) == 2
+    assert "no run, label or environment 'base'" in capsys.readouterr().err

@@ -112,6 +112,7 @@ def test_gpu_time_gate_fires_on_a_real_regression(tmp_path, capsys):
     slower = {**DRIFT_B, "gpu_speedup": 0.9}
     store_dir = tmp_path
     _compare_db(store_dir, DRIFT_A, slower)
+    (tmp_path / "no-runs").mkdir()
     db, runs = str(tmp_path / "zoo.duckdb"), str(tmp_path / "no-runs")
     args = ["run-a", "run-b", "--db", db, "--runs-dir", runs, "--fail-on-regression"]
     assert compare.main([*args, "--speedup", "gpu"]) == 1

@@ -24,6 +24,7 @@ from runner.store.schema import (
     SCHEMA_VERSION,
     TABLES,
     apply_step,
+    error_text,
     rekey_by_fingerprint,
 )
 from zoo.errors import DatabaseLockedError, UsageError
@@ -68,18 +69,32 @@ def find_source(path: Path) -> Source:
         raise UsageError(f"no such source {path}. Pass a parquet run folder or a database.")
     if path.is_dir():
         # A run folder holds the shards itself; a folder like data/runs holds run folders.
-        files = {table: [str(path / f"{table}.parquet")] for table in TABLES}
-        files = {table: paths for table, paths in files.items() if Path(paths[0]).is_file()}
-        if not files:
-            files = {
-                table: [str(p) for p in sorted(path.glob(f"*/{table}.parquet"))] for table in TABLES
-            }
-            files = {table: paths for table, paths in files.items() if paths}
-        if "results" not in files and "runs" not in files:
+        folders = [path] if _shards_in(path) else sorted(p for p in path.iterdir() if p.is_dir())
+        folders = [folder for folder in folders if _shards_in(folder)]
+        if not folders:
             raise UsageError(
                 f"{path} holds no zoo-export shards (<run_id>/results.parquet, runs.parquet). "
                 "Pass a folder written by zoo-export, or one run folder inside it."
             )
+        # zoo-export writes every table of a run; a folder without one is a copy cut
+        # short, and its rows would merge without what they refer to (results without
+        # their environment, graph breaks without their result).
+        incomplete = [
+            f"{folder} lacks {', '.join(f'{table}.parquet' for table in missing)}"
+            for folder in folders
+            if (missing := [table for table in TABLES if table not in _shards_in(folder)])
+        ]
+        if incomplete:
+            raise UsageError(
+                "incomplete run folder(s): "
+                + "; ".join(incomplete)
+                + ". zoo-export writes runs, results, graph_breaks and environments for every "
+                "run: export the run again (zoo-export --run RUN_ID) or copy the missing "
+                "file. Nothing was merged."
+            )
+        files = {
+            table: [str(folder / f"{table}.parquet") for folder in folders] for table in TABLES
+        }
         return Source(path, files)
     if path.suffix == ".parquet":
         raise UsageError(
@@ -87,6 +102,11 @@ def find_source(path: Path) -> Source:
             f"({path.parent}) so its runs, results and graph breaks travel together."
         )
     return Source(path)
+
+
+def _shards_in(folder: Path) -> set[str]:
+    """The tables whose shard ``folder`` holds."""
+    return {table for table in TABLES if (folder / f"{table}.parquet").is_file()}
 
 
 def _relation(source: Source, alias: str, table: str) -> tuple[str, list]:
@@ -117,7 +137,7 @@ def _attached(
             if "Could not set lock" not in str(error):
                 raise UsageError(
                     f"{source.path} is neither a parquet run folder nor a DuckDB database "
-                    f"({error})."
+                    f"({error_text(error)})."
                 ) from None
             if time.monotonic() >= deadline:
                 raise DatabaseLockedError(
@@ -162,7 +182,10 @@ def _check_source(
                 for row in con.execute(f"DESCRIBE SELECT * FROM {relation}", params).fetchall()
             ]
         except duckdb.Error as error:
-            raise UsageError(f"cannot read {table} of {source.path}: {error}") from None
+            raise UsageError(
+                f"cannot read {table} of {source.path}: {error_text(error)}. Export that run "
+                "again (zoo-export --run RUN_ID) or leave its folder out; nothing was merged."
+            ) from None
         if "schema_version" not in columns:
             raise UsageError(
                 f"{table} of {source.path} has no schema_version column: not written by "
@@ -179,7 +202,10 @@ def _check_source(
                 f"SELECT coalesce(max(schema_version), 0) FROM {relation}", params
             ).fetchone()
         except duckdb.Error as error:
-            raise UsageError(f"cannot read {table} of {source.path}: {error}") from None
+            raise UsageError(
+                f"cannot read {table} of {source.path}: {error_text(error)}. Export that run "
+                "again (zoo-export --run RUN_ID) or leave its folder out; nothing was merged."
+            ) from None
         _check_version(source, f"rows of {table}", version)
 
 
@@ -292,7 +318,7 @@ def merge(
             target.with_name(target.name + ".wal").unlink(missing_ok=True)
         if isinstance(error, duckdb.Error):
             raise UsageError(
-                f"merging into {target} failed ({error}). Nothing was merged; {target} is as "
+                f"merging into {target} failed ({error_text(error)}). Nothing was merged; {target} is as "
                 "it was."
             ) from None
         raise

@@ -43,6 +43,12 @@ IDENTITY = {
 }
 
 
+def error_text(error: BaseException) -> str:
+    """A DuckDB error as a person reads it: its first paragraph, without the statement
+    and the carets under it that DuckDB appends (our SQL, not the user's problem)."""
+    return str(error).split("\n\nLINE ", 1)[0].strip()
+
+
 def latest_row(partition: str = "cell_key", alias: str = "") -> str:
     """The window condition that keeps the newest row of each ``partition`` (results are
     history: every rerun of a cell stays, and readers take the latest by recorded_at,
