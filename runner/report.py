@@ -1,4 +1,9 @@
-"""What a run shows a person: a progress bar while it works, a summary at the end."""
+"""What a run shows a person: a progress bar while it works, a summary at the end.
+
+Model ids, error messages and phases are the models' text, not ours: they reach the
+terminal as rich ``Text`` (or through columns with markup off), never as markup, so a
+message like ``must end with [/INST]`` prints as it is.
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell
@@ -37,7 +43,7 @@ _STATUS_STYLE = {
 
 def make_progress(console: Console) -> Progress:
     return Progress(
-        TextColumn("[progress.description]{task.description}"),
+        TextColumn("{task.description}", style="progress.description", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("elapsed"),
@@ -49,29 +55,31 @@ def make_progress(console: Console) -> Progress:
     )
 
 
-def cell_line(result: CellResult, done: int, total: int) -> str:
+def cell_line(result: CellResult, done: int, total: int) -> Text:
     """One line per finished cell, so logs of non-interactive runs say what happened."""
-    style = _STATUS_STYLE.get(result.status, "")
     mode = "" if result.mode == NO_MODE else f"/{result.mode}"
-    parts = [
+    before = [
         f"[{done}/{total}]",
         f"{result.model_id}",
         f"{result.backend}{mode} dyn={result.dynamic} {result.precision}",
-        f"[{style}]{result.status}[/]",
     ]
+    after = []
     if result.speedup is not None:
-        parts.append(f"{result.speedup:.2f}x")
+        after.append(f"{result.speedup:.2f}x")
     if result.gpu_speedup is not None:
-        parts.append(f"(GPU time {result.gpu_speedup:.2f}x)")
+        after.append(f"(GPU time {result.gpu_speedup:.2f}x)")
     if result.batch_size_run is not None and result.batch_size_run != result.batch_size:
-        parts.append(f"ran at batch {result.batch_size_run} (out of memory at {result.batch_size})")
+        after.append(f"ran at batch {result.batch_size_run} (out of memory at {result.batch_size})")
     if result.graph_break_count:
-        parts.append(f"{result.graph_break_count} breaks")
+        after.append(f"{result.graph_break_count} breaks")
     if result.compile_s is not None:
-        parts.append(f"compile {result.compile_s:.1f}s")
+        after.append(f"compile {result.compile_s:.1f}s")
     if result.status != PASS and result.error_signature:
-        parts.append(f"({_shorten(result.error_signature, 90)})")
-    return " ".join(parts)
+        after.append(f"({_shorten(result.error_signature, 90)})")
+    status = Text(result.status, style=_STATUS_STYLE.get(result.status, ""))
+    return Text(" ").join(
+        [Text(" ".join(before)), status, *([Text(" ".join(after))] if after else [])]
+    )
 
 
 def _shorten(text: str, width: int) -> str:
@@ -110,9 +118,9 @@ def summary_table(results: list[CellResult]) -> Table:
         breaks = sum(r.graph_break_count or 0 for r in rows)
         mode_text = "" if mode == NO_MODE else f"/{mode}"
         table.add_row(
-            f"{backend}{mode_text} dyn={dynamic} {precision} {device}",
+            Text(f"{backend}{mode_text} dyn={dynamic} {precision} {device}"),
             f"{len(passed)}/{len(rows)}",
-            other_text or "-",
+            Text(other_text or "-"),
             f"{speedup:.2f}x" if speedup else "-",
             f"{statistics.median(compiles):.1f}" if compiles else "-",
             str(breaks),

@@ -389,12 +389,14 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
 
 
 def _console(stderr: bool):
-    """A rich console; logs (no terminal) get wide lines rather than wrapped tables."""
+    """A rich console; logs (no terminal) get wide lines rather than wrapped tables.
+    Markup is off: what it prints holds paths, model ids and error messages, whose
+    brackets are text."""
     from rich.console import Console
 
-    console = Console(stderr=stderr, highlight=False)
+    console = Console(stderr=stderr, highlight=False, markup=False)
     if not console.is_terminal:
-        console = Console(stderr=stderr, highlight=False, width=160)
+        console = Console(stderr=stderr, highlight=False, markup=False, width=160)
     return console
 
 

@@ -1,0 +1,62 @@
+"""What zoo-run prints: the models' and errors' text reaches the terminal as it is, never
+read as rich markup."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from runner.cli.run import _console
+from runner.matrix.results import CellResult
+from runner.report import cell_line, make_progress, summary_table
+from tests.results import make_result
+
+MARKUP = "chat template must end with [/INST] [bold]x[/bold] [red]"
+
+
+def result(**values) -> CellResult:
+    base = dict(
+        model_id="custom/m:[word]",
+        backend="eager",
+        mode="none",
+        error_signature=f"ValueError: {MARKUP}",
+    )
+    return make_result("k", values.pop("status", "eager_error"), **{**base, **values})
+
+
+def printed(renderable, console: Console | None = None) -> str:
+    console = console or Console(file=io.StringIO(), width=300, color_system=None)
+    console.print(renderable)
+    return console.file.getvalue()
+
+
+def test_a_cell_line_prints_brackets_as_text_on_any_console():
+    # A console with markup on (rich's default): the line must not depend on it.
+    line = printed(cell_line(result(), 3, 7))
+    assert line.strip() == (
+        f"[3/7] custom/m:[word] eager dyn=false fp32 eager_error (ValueError: {MARKUP})"
+    )
+
+
+def test_a_cell_line_keeps_its_numbers_and_styles_its_status():
+    line = cell_line(result(status="pass", error_signature=None, speedup=1.5, compile_s=2.0), 1, 1)
+    assert line.plain == "[1/1] custom/m:[word] eager dyn=false fp32 pass 1.50x compile 2.0s"
+    assert [span.style for span in line.spans] == ["green"]
+
+
+def test_progress_descriptions_and_the_summary_are_text():
+    console = Console(file=io.StringIO(), width=300, color_system=None, force_terminal=True)
+    with make_progress(console) as progress:
+        progress.add_task(f"custom/m:[word] · {MARKUP}", total=1)
+    assert f"custom/m:[word] · {MARKUP}" in console.file.getvalue()
+    table = printed(summary_table([result(), result(status="crash", model_id="[x]")]))
+    assert "1 eager_error, 1 crash" in table
+
+
+def test_zoo_runs_consoles_print_paths_and_messages_as_they_are(capsys):
+    for stderr in (False, True):
+        _console(stderr).print(f"skipping cells in /data/[run]/zoo.duckdb: {MARKUP}")
+    captured = capsys.readouterr()
+    for stream in (captured.out, captured.err):
+        assert f"/data/[run]/zoo.duckdb: {MARKUP}" in stream
