@@ -75,10 +75,20 @@ def test_listing_is_fast_and_builds_nothing(monkeypatch):
 
 def test_no_patterns_selects_everything():
     everything = list_all()
-    assert ids(select(None)) == ids(select([])) == ids(select([" , "])) == ids(everything)
+    assert ids(select(None)) == ids(select(["*"])) == ids(everything)
     # Suites in their fixed order (timm, hf, custom), each sorted by id.
     order = [(catalog.SUITES.index(spec.suite), spec.id) for spec in everything]
     assert order == sorted(order) and {spec.suite for spec in everything} == {"timm", "hf"}
+
+
+@pytest.mark.parametrize("patterns", [[], [""], [" , "], [",", ""]])
+def test_blank_patterns_are_an_error_not_the_whole_zoo(patterns, capsys):
+    with pytest.raises(UsageError, match=r"names no pattern.*'\*' for every model"):
+        select(patterns)
+    args = [arg for pattern in patterns for arg in ("--models", pattern)]
+    assert main(args) == (2 if patterns else 0)  # zoo-list alone lists every model
+    captured = capsys.readouterr()
+    assert ("names no pattern" in captured.err) == bool(patterns)
 
 
 def test_globs_match_id_or_bare_name_case_insensitively():

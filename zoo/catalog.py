@@ -48,11 +48,20 @@ def select(
     A pattern is a case-insensitive shell glob matched against a model's id
     (``timm/resnet50``) and its bare name (``resnet50``), or a named selection
     (``@core``, ``@headline``: ``zoo.selections``); one string may hold several,
-    separated by commas. No patterns and no modules selects every model. Each pattern
-    must match something, else a ``UsageError`` names the closest models (or, for an
-    unknown selection, the known ones).
+    separated by commas. No patterns (None) and no modules selects every model; patterns
+    given but empty (``''``, ``','``) are a ``UsageError``: the whole catalogue is
+    asked for with ``'*'``, never by a blank. Each pattern must match something, else a
+    ``UsageError`` names the closest models (or, for an unknown selection, the known
+    ones).
     """
     wanted = _split(patterns)
+    if patterns is not None and not wanted:
+        shown = ", ".join(repr(text) for text in patterns)
+        raise UsageError(
+            f"--models {shown} names no pattern. Give model patterns (e.g. 'resnet*'), or "
+            f"'*' for every model (or a named selection: "
+            f"{', '.join(selections.PREFIX + name for name in selections.NAMES)})."
+        )
     custom_specs = [custom.load_spec(source) for source in modules or []]
     if not wanted:
         return _ordered(custom_specs) if custom_specs else list_all(suite)

@@ -71,8 +71,14 @@ def _shard(text: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(
             f"{text!r} is not K/N; write e.g. 2/4 for the second of four shares"
         ) from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: N, the number of shares, must be 1 or more; write e.g. 2/4"
+        )
     if not 1 <= index <= count:
-        raise argparse.ArgumentTypeError(f"{text!r}: K must be between 1 and N, as in 1/{count}")
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: K must be between 1 and N, as in 1/{count} to {count}/{count}"
+        )
     return index, count
 
 
@@ -88,8 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATTERNS",
         help="shell globs on the id or bare name, or named selections (@headline: every "
         "timm model and the HF classes of the nine headline tasks; @core: the core set), "
-        "comma-separated or repeated (e.g. 'resnet*', 'timm/vit_*', '@core'); every model "
-        "when omitted and no --module",
+        "comma-separated or repeated (e.g. 'resnet*', 'timm/vit_*', '@core'); '*' for every "
+        "model. Required unless --module is given: a forgotten or blank --models never "
+        "starts a sweep of the whole catalogue",
     )
     models.add_argument(
         "--module",
@@ -265,6 +272,11 @@ def _run(args, argv: list[str] | None) -> int:
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
 
+    if args.models is None and not args.module:
+        raise UsageError(
+            "say which models to run: --models PATTERNS (e.g. 'resnet*'; '*' for the whole "
+            "catalogue, '@headline' or '@core' for a named selection) or --module FILE:CLASS"
+        )
     select(args.models, args.module)
     store = None
     if not args.dry_run or args.db.exists():
