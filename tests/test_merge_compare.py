@@ -438,8 +438,15 @@ def test_merge_refuses_a_target_that_is_not_a_zoo_database(capsys, db, tmp_path)
         con.execute("CREATE TABLE t (x INTEGER)")
     before = digest(target)
     assert merge_cli.main([str(db), "--into", str(target)]) == 2
-    assert "not a zoo-matrix one" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "not a zoo-matrix one" in err
+    # The message names zoo-merge's option for the target, not zoo-run's.
+    assert "(--into)" in err and "--db" not in err
     assert digest(target) == before
+    target.write_text("notes")
+    assert merge_cli.main([str(db), "--into", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert "not a DuckDB database" in err and "(--into)" in err and "--db" not in err
 
 
 def test_compare_refuses_a_path_that_does_not_exist(capsys, db, tmp_path, monkeypatch):

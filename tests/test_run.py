@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli.run import main
+from runner.store.db import Store
 from tests.results import rows
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -220,6 +221,32 @@ def test_a_file_that_is_not_a_database_is_left_untouched(tmp_path, capsys):
     before = db.read_bytes()
     assert main(["--models", "test_resnet", "--backends", "eager", "--db", str(db)]) == 2
     assert "zoo-run: error:" in capsys.readouterr().err
+    assert db.read_bytes() == before
+
+
+def test_a_database_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
+    """As root, chmod 444 stops nothing: the file is made immutable (chattr +i) where
+    that is allowed, read-only by mode otherwise."""
+    db = tmp_path / "zoo.duckdb"
+    Store.open(db)
+    before = db.read_bytes()
+    immutable = subprocess.run(["chattr", "+i", str(db)], capture_output=True).returncode == 0
+    if not immutable:
+        if os.geteuid() == 0:
+            pytest.skip("root, and chattr +i is not allowed here: no way to deny a write")
+        db.chmod(0o444)
+    try:
+        args = ["--models", "test_resnet", "--backends", "eager", "--device", "cpu"]
+        assert main([*args, "--db", str(db)]) == 2
+        err = capsys.readouterr().err
+        assert f"zoo-run: error: cannot write to the database {db}" in err
+        assert "pass a different database path (--db)" in err
+        # A dry run only reads: it plans against what is recorded.
+        assert main([*args, "--db", str(db), "--dry-run"]) == 0
+        assert "1 cells to run on cpu" in capsys.readouterr().out
+    finally:
+        if immutable:
+            subprocess.run(["chattr", "-i", str(db)], check=True)
     assert db.read_bytes() == before
 
 

@@ -282,7 +282,8 @@ def _run(args, argv: list[str] | None) -> int:
     if not args.dry_run or args.db.exists():
         from runner.store.db import Store
 
-        store = Store.open(args.db)
+        # A dry run only reads what is recorded: a database it cannot write will do.
+        store = Store.open(args.db, writable=not args.dry_run)
     env = environment.capture(device)
     plan = make_plan(args, device, environment.fingerprints(env))
     for line in plan.dropped:

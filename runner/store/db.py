@@ -32,6 +32,7 @@ from runner.store.schema import (
     SCHEMA_VERSION,
     RunRecord,
     apply_step,
+    error_text,
     latest_row,
 )
 from zoo.errors import DatabaseLockedError, UsageError
@@ -60,15 +61,27 @@ class Store:
     def __init__(self, path: str | os.PathLike = DEFAULT_DB_PATH, lock_timeout_s: float = 30.0):
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        # The option of the command that names this path, for messages.
+        self.flag = "--db"
 
     @classmethod
-    def open(cls, path: str | os.PathLike = DEFAULT_DB_PATH, lock_timeout_s: float = 30.0) -> Store:
+    def open(
+        cls,
+        path: str | os.PathLike = DEFAULT_DB_PATH,
+        lock_timeout_s: float = 30.0,
+        *,
+        flag: str = "--db",
+        writable: bool = True,
+    ) -> Store:
         """Validate ``path``, create the database if missing and migrate it to this version.
 
-        Bad input raises ``UsageError`` and leaves the file as it was.
+        Bad input raises ``UsageError`` and leaves the file as it was; its message names
+        the command's option for the path (``flag``). ``writable=False``: the caller
+        only reads (a dry run), so a file that cannot be written is no error.
         """
         store = cls(path, lock_timeout_s)
-        store._check_path()
+        store.flag = flag
+        store._check_path(writable)
         try:
             if store.path.exists() and store._read_version() == SCHEMA_VERSION:
                 return store
@@ -77,21 +90,24 @@ class Store:
             if "not a valid DuckDB database" in str(error):
                 raise UsageError(
                     f"{store.path} is not a DuckDB database. zoo-matrix left it untouched: "
-                    "move it aside or pass a different database path (--db)."
+                    f"move it aside or pass a different database path ({flag})."
                 ) from None
             raise UsageError(
-                f"cannot open the database {store.path}: {error}. "
-                "Check the path and its permissions, or pass a different one (--db)."
+                f"cannot open the database {store.path}: {error_text(error)}. "
+                f"Check the path and its permissions, or pass a different one ({flag})."
             ) from None
         return store
 
-    def _check_path(self) -> None:
+    def _check_path(self, writable: bool) -> None:
+        flag = self.flag
         if self.path.is_dir():
             raise UsageError(
                 f"{self.path} is a directory; the database path must name a file "
                 f"(e.g. {self.path / 'zoo.duckdb'})."
             )
         if self.path.exists():
+            if writable:
+                self._check_writable()
             return
         parent = self.path.parent
         try:
@@ -99,12 +115,32 @@ class Store:
         except OSError as error:
             raise UsageError(
                 f"cannot create the directory {parent} for the database {self.path} "
-                f"({error.strerror}). Pass a database path in a writable directory (--db)."
+                f"({error.strerror}). Pass a database path in a writable directory ({flag})."
             ) from None
         if not os.access(parent, os.W_OK | os.X_OK):
             raise UsageError(
                 f"cannot create the database {self.path}: {parent} is not writable. "
-                "Pass a database path in a writable directory (--db)."
+                f"Pass a database path in a writable directory ({flag})."
+            )
+
+    def _check_writable(self) -> None:
+        """An existing file must open for writing, and its folder take DuckDB's write-ahead
+        log. Opened rather than asked (os.access): root passes every permission check,
+        but not an immutable file (chattr +i) or a read-only mount."""
+        flag = self.flag
+        try:
+            os.close(os.open(self.path, os.O_RDWR))
+        except OSError as error:
+            raise UsageError(
+                f"cannot write to the database {self.path} ({error.strerror}). Make it "
+                f"writable, or pass a different database path ({flag})."
+            ) from None
+        parent = self.path.parent
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise UsageError(
+                f"cannot write to the database {self.path}: its directory {parent} is not "
+                f"writable, and DuckDB writes a log beside the file. Pass a database path "
+                f"in a writable directory ({flag})."
             )
 
     def _read_version(self) -> int:
@@ -125,7 +161,7 @@ class Store:
                 raise UsageError(
                     f"{self.path} is a DuckDB database but not a zoo-matrix one (it has "
                     f"tables {', '.join(sorted(tables))} and no schema_version). "
-                    "Pass a different database path (--db)."
+                    f"Pass a different database path ({self.flag})."
                 )
             return 0
         (version,) = con.execute("SELECT coalesce(max(version), 0) FROM schema_version").fetchone()

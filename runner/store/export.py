@@ -88,7 +88,8 @@ def export_runs(
     out_dir = Path(out_dir)
     if not db_path.is_file():
         raise UsageError(f"no database at {db_path}. Pass the database to export (--db).")
-    store = Store.open(db_path)
+    # Exporting only reads: a database that cannot be written exports all the same.
+    store = Store.open(db_path, writable=False)
     written: list[Path] = []
     for run_id in _select_runs(store, run_ids, label):
         run_dir = out_dir / run_id

@@ -275,7 +275,7 @@ def merge(
             with _attached(probe, source, f"source_{number}", lock_timeout_s):
                 _check_source(probe, source, f"source_{number}", target_columns)
     existed = target.exists()
-    store = Store.open(target, lock_timeout_s)
+    store = Store.open(target, lock_timeout_s, flag="--into")
     counts = {table: TableCount() for table in TABLES}
     merged_ids: set[str] = set()
     try:
