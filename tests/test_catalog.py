@@ -1,6 +1,7 @@
 """The catalogue: timm listing, selection by glob, custom modules and zoo-list."""
 
 import json
+import re
 import time
 from pathlib import Path
 
@@ -206,6 +207,24 @@ def test_custom_instance_method_inputs_and_rebatching():
     assert torch.equal(smaller, x[:2])
     (larger,) = spec.example_inputs(6, "cpu")
     assert torch.equal(larger, torch.cat([x, x[:2]]))
+
+
+@pytest.mark.parametrize(
+    ("returned", "message"),
+    [
+        ('("not a tensor", 42)', "not tensors: #0 str 'not a tensor', #1 int 42"),
+        ("(torch.ones(2), None)", "not tensors: #1 NoneType None"),
+        ("None", "returned a NoneType, not a tuple of tensors"),
+        ("{'x': torch.ones(2)}", "returned a dict, not a tuple of tensors"),
+    ],
+)
+def test_custom_inputs_that_are_not_tensors_are_named(tmp_path, returned, message):
+    path = tmp_path / "odd.py"
+    path.write_text(GOOD_MODULE.replace("(torch.randn(3, 5), torch.tensor(2.0))", returned))
+    spec = custom.load_spec(f"{path}:Doubler")
+    with pytest.raises(TypeError, match=re.escape(message)) as raised:
+        spec.example_inputs(2, "cpu")
+    assert f"get_example_inputs() of {path.resolve()}:Doubler" in str(raised.value)
 
 
 def test_custom_rebatching_leaves_other_inputs_alone(tmp_path):

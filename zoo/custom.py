@@ -59,7 +59,8 @@ def example_inputs(
 
     ``batch_size`` None keeps the batch the model chose. Otherwise the batch is dim 0
     of the first tensor input, and every tensor input whose dim 0 has that size is
-    repeated (then cut) along dim 0 to ``batch_size``; other inputs pass unchanged.
+    repeated (then cut) along dim 0 to ``batch_size``; other tensors pass unchanged.
+    Anything but a tuple (or list) of tensors is a TypeError naming what is not one.
     """
     import torch
 
@@ -67,13 +68,41 @@ def example_inputs(
     torch.manual_seed(INPUT_SEED)
     static = inspect.getattr_static(cls, "get_example_inputs")
     owner = cls if isinstance(static, staticmethod | classmethod) else cls()
-    inputs = owner.get_example_inputs()
-    if isinstance(inputs, torch.Tensor):
-        inputs = (inputs,)
-    inputs = tuple(inputs)
+    inputs = _checked(spec, owner.get_example_inputs())
     if batch_size is not None:
         inputs = _rebatch(inputs, batch_size)
-    return tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+    return tuple(x.to(device) for x in inputs)
+
+
+def _checked(spec: ModelSpec, inputs: Any) -> tuple[torch.Tensor, ...]:
+    """The inputs as a tuple of tensors, or a TypeError naming what is not one (raised in
+    the inputs phase: the cell is a build_error, not the model's eager failure)."""
+    import torch
+
+    if isinstance(inputs, torch.Tensor):
+        return (inputs,)
+    source = f"get_example_inputs() of {spec.source}"
+    if not isinstance(inputs, tuple | list):
+        raise TypeError(
+            f"{source} returned a {type(inputs).__name__}, not a tuple of tensors: "
+            "return the forward's inputs as a tuple, e.g. (torch.randn(4, 8),)"
+        )
+    bad = [
+        f"#{index} {type(value).__name__} {_preview(value)}"
+        for index, value in enumerate(inputs)
+        if not isinstance(value, torch.Tensor)
+    ]
+    if bad:
+        raise TypeError(
+            f"{source} returned inputs that are not tensors: {', '.join(bad)}. It must "
+            "return a tuple of tensors (make other arguments defaults of forward)"
+        )
+    return tuple(inputs)
+
+
+def _preview(value: Any, width: int = 40) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _rebatch(inputs: tuple[Any, ...], batch_size: int) -> tuple[Any, ...]:
