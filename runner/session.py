@@ -7,11 +7,11 @@ through a ``Session``; neither rebuilds the lifecycle.
 
 from __future__ import annotations
 
-import tempfile
+import contextlib
+import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from runner.env import rows as environment_rows
@@ -19,6 +19,7 @@ from runner.matrix.cells import Cell
 from runner.matrix.results import CellResult
 from runner.schedule.executor import Executor
 from runner.schedule.usage import Usage, each_hold
+from runner.schedule.workdir import remove_stale, run_workdir
 from runner.store.db import Store
 from runner.store.schema import RunRecord
 from zoo.errors import Interrupted
@@ -49,6 +50,8 @@ class Outcome:
     usage: Usage | None = None
     # Every lock hold of the run's workers: (worker, key, kind, start, end), wall clock.
     holds: list[tuple[str, str, str, float, float]] = field(default_factory=list)
+    # The signal that interrupted it (SIGINT for Ctrl-C, SIGTERM), if one did.
+    stopped_by: signal.Signals | None = None
 
     @property
     def interrupted(self) -> bool:
@@ -81,6 +84,7 @@ class Session:
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
         on_result: Callable[[CellResult], None] = lambda result: None,
         on_started: Callable[[str], None] = lambda run_id: None,
+        on_note: Callable[[str], None] = lambda text: None,
         stop_after_s: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
     ) -> Outcome:
@@ -88,9 +92,20 @@ class Session:
         result is recorded, then handed to ``on_result``. No cell
         starts after ``stop_after_s`` seconds (those left get no row); ``retry`` may run a
         cell again instead of recording its result (``runner.plan.smaller_batch``). Ctrl-C and SIGTERM
-        end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost."""
+        end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost;
+        an error of ours ends it as ``failed`` (and is raised). First, runs of dead
+        processes are marked ``abandoned`` and their temporary folders removed; ``on_note``
+        gets a line for each."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
+        if self.store is not None:
+            for run_id, recorded in self.store.abandon_dead_runs():
+                on_note(
+                    f"run {run_id} ended without finishing (its process is gone): marked "
+                    f"abandoned, with the {recorded} cell(s) it recorded"
+                )
+        for folder in remove_stale():
+            on_note(f"removed {folder}, the temporary folder of a run whose process is gone")
         if self.store is not None:
             for row in environment_rows(self.env):
                 self.store.record_environment(row)
@@ -106,28 +121,36 @@ class Session:
 
         started = time.monotonic()
         deadline = started + stop_after_s if stop_after_s is not None else None
-        with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir:
-            executor = Executor(
-                Path(workdir),
-                workers=placement.workers,
-                gpus=list(placement.gpus),
-                timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
-                quiet_timing=placement.quiet_timing,
-                reuse_workers=placement.reuse_workers,
-            )
-            try:
-                executor.run(
-                    cells,
-                    on_result=record,
-                    on_start=on_start,
-                    on_phase=on_phase,
-                    deadline=deadline,
-                    retry=retry,
+        try:
+            with run_workdir(run.run_id) as workdir:
+                executor = Executor(
+                    workdir,
+                    workers=placement.workers,
+                    gpus=list(placement.gpus),
+                    timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
+                    quiet_timing=placement.quiet_timing,
+                    reuse_workers=placement.reuse_workers,
                 )
-            except Interrupted:
-                outcome.status = "interrupted"
-            outcome.usage = executor.usage
-            outcome.holds = list(each_hold(Path(workdir)))
+                try:
+                    executor.run(
+                        cells,
+                        on_result=record,
+                        on_start=on_start,
+                        on_phase=on_phase,
+                        deadline=deadline,
+                        retry=retry,
+                    )
+                except Interrupted as interrupted:
+                    outcome.status = "interrupted"
+                    outcome.stopped_by = interrupted.signal
+                outcome.usage = executor.usage
+                outcome.holds = list(each_hold(workdir))
+        except BaseException:
+            # Not left `running`: the rows it did record are counted.
+            if self.store is not None:
+                with contextlib.suppress(Exception):
+                    self.store.finish_run(run.run_id, "failed", len(outcome.results))
+            raise
         outcome.elapsed_s = time.monotonic() - started
         if self.store is not None:
             self.store.finish_run(run.run_id, outcome.status, len(outcome.results))

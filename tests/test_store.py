@@ -9,10 +9,18 @@ import duckdb
 import pytest
 
 from runner.cli.export import main
+from runner.matrix.process import start_token
 from runner.matrix.results import GraphBreak, result_columns
 from runner.store.db import Store
 from runner.store.export import export_runs
-from runner.store.schema import MIGRATIONS, RESULT_TYPES, SCHEMA_VERSION, RunRecord
+from runner.store.schema import (
+    MIGRATIONS,
+    RESULT_TYPES,
+    RUN_COLUMNS,
+    SCHEMA_VERSION,
+    RunRecord,
+    apply_step,
+)
 from tests.results import make_result
 from zoo.errors import DatabaseLockedError, UsageError
 
@@ -80,14 +88,17 @@ def test_open_creates_the_current_schema(db):
             (1,),
             (2,),
             (3,),
+            (4,),
         ]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
         columns = dict(
             con.execute("SELECT column_name, column_type FROM (DESCRIBE results)").fetchall()
         )
+        run_columns = [row[0] for row in con.execute("DESCRIBE runs").fetchall()]
     finally:
         con.close()
     assert tables == {"schema_version", "runs", "environments", "results", "graph_breaks"}
+    assert sorted(run_columns) == sorted(RUN_COLUMNS)
     # The frozen migrations must match the CellResult dataclass: a new field needs one.
     assert {name: columns[name] for name in result_columns()} == RESULT_TYPES
     assert set(columns) - set(RESULT_TYPES) == {
@@ -127,6 +138,82 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(db):
     finally:
         con.close()
     assert "xla_routes" in columns
+
+
+def test_a_version_3_database_gets_the_abandoned_status_and_keeps_its_runs(db):
+    # Version 3 as released: migrations 1 to 3, with runs of every status it knew.
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with duckdb.connect(str(db)) as con:
+        con.execute(
+            "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)"
+        )
+        for version, steps in MIGRATIONS[:3]:
+            for step in steps:
+                apply_step(con, step)
+            con.execute("INSERT INTO schema_version VALUES (?, NULL)", [version])
+        for number, status in enumerate(("running", "finished", "interrupted", "failed")):
+            con.execute(
+                "INSERT INTO runs (run_id, label, status, host, cells_planned, cells_recorded, "
+                "started_at, schema_version) VALUES (?, 'old', ?, 'node-1', 4, ?, now(), 3)",
+                [f"run-{number}", status, number],
+            )
+        con.execute(
+            "INSERT INTO results (result_id, run_id, cell_key, status, recorded_at, "
+            "schema_version) VALUES ('r1', 'run-0', 'key', 'pass', now(), 3)"
+        )
+        before = con.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
+    store = Store.open(db)
+    with duckdb.connect(str(db)) as con:
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (4,)
+        after = con.execute("SELECT * EXCLUDE (pid, pid_started) FROM runs ORDER BY run_id")
+        assert after.fetchall() == before
+        assert con.execute("SELECT DISTINCT pid, pid_started FROM runs").fetchall() == [
+            (None, None)
+        ]
+        # The new status is allowed, an unknown one still is not, nor a second run-0.
+        con.execute("UPDATE runs SET status = 'abandoned' WHERE run_id = 'run-0'")
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("UPDATE runs SET status = 'lost' WHERE run_id = 'run-1'")
+        with pytest.raises(duckdb.ConstraintException):
+            con.execute("INSERT INTO runs (run_id, schema_version) VALUES ('run-1', 4)")
+    assert store.get_run("run-0").status == "abandoned"
+    assert [row["result_id"] for row in store.results_for_run("run-0")] == ["r1"]
+
+
+def test_runs_of_dead_processes_are_abandoned_and_live_ones_left_alone(store):
+    dead = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    dead_token = start_token(dead.pid)
+    dead.kill()
+    dead.wait()
+    me = RunRecord.starting({"env_id": "env-a"}, "cpu", command="zoo-run")
+    runs = {
+        "dead": RunRecord(host=me.host, pid=dead.pid, pid_started=dead_token),
+        # Its pid lives on in another process (this one): the start token tells them apart.
+        "reused": RunRecord(host=me.host, pid=me.pid, pid_started=dead_token),
+        "live": me,
+        "elsewhere": RunRecord(host="another-host", pid=dead.pid, pid_started=dead_token),
+        "before-owners": RunRecord(host=me.host),
+        "finished": RunRecord(host=me.host, pid=dead.pid, pid_started=dead_token),
+    }
+    for name, run in runs.items():
+        run.run_id, run.started_at = name, datetime(2026, 1, 1, tzinfo=UTC)
+        store.start_run(run)
+    store.finish_run("finished", "finished", 0)
+    store.write_results("dead", [make_result("a"), make_result("b")])
+    assert sorted(store.abandon_dead_runs()) == [("dead", 2), ("reused", 0)]
+    status = {name: store.get_run(name).status for name in runs}
+    assert status == {
+        "dead": "abandoned",
+        "reused": "abandoned",
+        "live": "running",
+        "elsewhere": "running",
+        "before-owners": "running",
+        "finished": "finished",
+    }
+    dead_run = store.get_run("dead")
+    assert dead_run.cells_recorded == 2 and dead_run.finished_at > dead_run.started_at
+    assert store.get_run("reused").finished_at == store.get_run("reused").started_at
+    assert store.abandon_dead_runs() == []  # once
 
 
 def test_runs_results_and_graph_breaks_round_trip(store):

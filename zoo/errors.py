@@ -1,10 +1,12 @@
 """The project's errors, one hierarchy for every command (zoo, runner, dashboard).
 
 Each says what was wrong and what to do; a command prints the message and exits with
-the error's ``exit_code`` (``runner.cli.errors``): 2 for bad input the user can fix, 1
-for a condition of the moment, 130 for an interrupted run. Failures of models are not
-errors: they are results.
+the error's ``exit_code`` (``run_command``): 2 for bad input the user can fix, 1
+for a condition of the moment, 130 or 143 for a run interrupted by SIGINT or SIGTERM.
+Failures of models are not errors: they are results.
 """
+
+import signal
 
 
 class ZooMatrixError(Exception):
@@ -31,9 +33,16 @@ class DatabaseLockedError(ZooMatrixError):
 
 
 class Interrupted(ZooMatrixError):
-    """The user pressed Ctrl-C (or the run got SIGTERM); in-flight cells were dropped."""
+    """The user pressed Ctrl-C (SIGINT) or the run got SIGTERM; in-flight cells were
+    dropped. The exit status is 128 + the signal's number, what a shell reports for a
+    process that signal ended: 130 for Ctrl-C, 143 for SIGTERM."""
 
-    exit_code = 130
+    exit_code = 128 + signal.SIGINT
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__()
+        self.signal = signal.Signals(signum)
+        self.exit_code = 128 + self.signal
 
 
 def run_command(prog: str, body, *args, **kwargs) -> int:

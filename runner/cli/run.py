@@ -6,6 +6,7 @@ import argparse
 import math
 import os
 import shlex
+import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -375,6 +376,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
             on_phase=on_phase,
             on_result=on_result,
             on_started=on_started,
+            on_note=console.print,
             retry=smaller_batch,
             stop_after_s=args.time_limit,
         )
@@ -388,11 +390,12 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         # What limited the run: the cores (compiling) or a GPU's lock (timing).
         out.print(summary)
     if outcome.interrupted:
+        stopped_by = outcome.stopped_by or signal.SIGINT
         out.print(
-            f"interrupted: {total - len(results)} cells not recorded; "
+            f"interrupted by {stopped_by.name}: {total - len(results)} cells not recorded; "
             "the same command resumes where this one stopped"
         )
-        return 130
+        return 128 + stopped_by
     if len(results) < total:
         out.print(
             f"time limit of {args.time_limit:g} s reached: {total - len(results)} cells not "

@@ -9,6 +9,11 @@ import os
 import signal
 from collections.abc import Iterable
 
+# The run's temporary folder (runner.schedule.workdir), for what a worker's cells write
+# (cold compile caches): it goes with the folder, even when a killed worker cannot
+# remove its own.
+SCRATCH_DIR_ENV = "ZOO_SCRATCH_DIR"
+
 
 def die_with_parent() -> None:
     """Have the kernel kill this process when its parent dies (Linux). A worker may be

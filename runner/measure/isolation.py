@@ -17,6 +17,7 @@ import torch
 from torch._dynamo.utils import counters
 
 from runner.measure.failure import signature
+from runner.measure.host import SCRATCH_DIR_ENV
 
 SEED = 0
 INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
@@ -32,7 +33,10 @@ def cold_compile_caches() -> Iterator[None]:
         yield
         return
     saved = {name: os.environ.get(name) for name in (INDUCTOR_CACHE_ENV, TRITON_CACHE_ENV)}
-    directory = tempfile.mkdtemp(prefix="zoo-inductor-")
+    scratch = os.environ.get(SCRATCH_DIR_ENV)
+    directory = tempfile.mkdtemp(
+        prefix="zoo-inductor-", dir=scratch if scratch and os.path.isdir(scratch) else None
+    )
     os.environ[INDUCTOR_CACHE_ENV] = directory
     os.environ[TRITON_CACHE_ENV] = os.path.join(directory, "triton")
     _clear_inductor_memory_caches()

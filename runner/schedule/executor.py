@@ -27,7 +27,7 @@ from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
 from runner.matrix.phases import STARTING, TIMING, WAITING
 from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
-from runner.measure.host import format_cpus
+from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
 from zoo.errors import Interrupted
@@ -237,6 +237,7 @@ class Executor:
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"
+        self.env[SCRATCH_DIR_ENV] = str(workdir)
         self.gpus = gpus or []
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
@@ -359,12 +360,14 @@ class Executor:
                 if self.quiet_timing:
                     _quiet_while_timing(slots)
                 time.sleep(POLL_S)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             for worker in slots:
                 if worker is not None:
                     worker.kill()
             slots = []
-            raise Interrupted() from None
+            raise Interrupted(
+                signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
+            ) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
             # late Ctrl-C finds no cleanup to interrupt.
@@ -508,5 +511,10 @@ def _stack_dump(log: str) -> str | None:
     return dump[-DUMP_CHARS:]
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, taken the way of Ctrl-C (workers killed, the run recorded as
+    interrupted) but told apart from it in the exit status."""
+
+
 def _raise_interrupt(signum, frame):
-    raise KeyboardInterrupt
+    raise _Terminated

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
+from runner.matrix.process import alive
 from runner.matrix.results import STATUSES, CellResult
 from runner.store.schema import (
     DEFAULT_DB_PATH,
@@ -231,7 +232,7 @@ class Store:
             con.execute(_insert_sql("runs", RUN_COLUMNS), [row[name] for name in RUN_COLUMNS])
 
     def finish_run(self, run_id: str, status: str, cells_recorded: int) -> None:
-        if status not in RUN_STATUSES or status == "running":
+        if status not in RUN_STATUSES or status in ("running", "abandoned"):
             raise ValueError(f"a run finishes as finished, interrupted or failed, not {status!r}")
         with self.transaction() as con:
             updated = con.execute(
@@ -241,6 +242,30 @@ class Store:
             ).fetchall()
             if not updated:
                 raise ValueError(f"no run {run_id!r} in {self.path}")
+
+    def abandon_dead_runs(self) -> list[tuple[str, int]]:
+        """Mark ``abandoned`` every run still ``running`` whose process is gone (killed
+        before it could finish its run: SIGKILL, the host's reboot), with the count of
+        rows it did record and its last row's time as its end; (run id, rows) of each.
+        Runs whose owner this process cannot judge (another host, no pid) stay as they
+        are (``runner.matrix.process.alive``)."""
+        with self.connection(read_only=True) as con:
+            running = con.execute(
+                "SELECT run_id, host, pid, pid_started FROM runs WHERE status = 'running'"
+            ).fetchall()
+        dead = [run_id for run_id, *owner in running if not alive(*owner)]
+        if not dead:
+            return []
+        with self.transaction() as con:
+            return con.execute(
+                "UPDATE runs SET status = 'abandoned', "
+                "cells_recorded = (SELECT count(*) FROM results r WHERE r.run_id = runs.run_id), "
+                "finished_at = coalesce((SELECT max(recorded_at) FROM results r "
+                "WHERE r.run_id = runs.run_id), started_at) "
+                "WHERE status = 'running' AND run_id IN (SELECT unnest(?::VARCHAR[])) "
+                "RETURNING run_id, cells_recorded",
+                [dead],
+            ).fetchall()
 
     def get_run(self, run_id: str) -> RunRecord | None:
         with self.connection(read_only=True) as con:

@@ -8,8 +8,8 @@ merge and the dashboard all take their tables from here.
 from __future__ import annotations
 
 import functools
+import os
 import re
-import socket
 import types
 import typing
 import uuid
@@ -24,12 +24,15 @@ import duckdb
 from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.clock import utc_now
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS, environment_id
+from runner.matrix.process import current_host, start_token
 from runner.matrix.results import CellResult, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 3
-RUN_STATUSES = ("running", "finished", "interrupted", "failed")
+SCHEMA_VERSION = 4
+# abandoned: the run's process died without finishing it (killed, the host rebooted);
+# a later run on its host found it so (runner.matrix.process) and counted its rows.
+RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
 
 # Parents before children, so a reader never sees a result whose run is missing.
 TABLES = ("environments", "runs", "results", "graph_breaks")
@@ -224,6 +227,40 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             # Ids of torch.compile cells hash the torch stack only, no longer jax and
             # torchax: re-key the rows written before.
             lambda con: rekey_by_fingerprint(con),
+        ),
+    ),
+    (
+        4,
+        (
+            # A new run status, abandoned, and who owns a running run (host, pid, start
+            # token: runner.matrix.process). DuckDB cannot alter a CHECK constraint,
+            # so the table is made again with the rows of before.
+            "CREATE TABLE runs_v3 AS SELECT * FROM runs",
+            "DROP TABLE runs",
+            """
+            CREATE TABLE runs (
+                run_id VARCHAR PRIMARY KEY,
+                label VARCHAR,
+                command VARCHAR,
+                started_at TIMESTAMP,
+                finished_at TIMESTAMP,
+                status VARCHAR CHECK (
+                    status IN ('running', 'finished', 'interrupted', 'failed', 'abandoned')
+                ),
+                host VARCHAR,
+                device VARCHAR,
+                gpu VARCHAR,
+                env_id VARCHAR,
+                zoo_version VARCHAR,
+                cells_planned INTEGER,
+                cells_recorded INTEGER,
+                schema_version INTEGER NOT NULL,
+                pid BIGINT,
+                pid_started VARCHAR
+            )
+            """,
+            "INSERT INTO runs BY NAME SELECT * FROM runs_v3",
+            "DROP TABLE runs_v3",
         ),
     ),
 ]
@@ -444,16 +481,23 @@ class RunRecord:
     cells_recorded: int | None = 0
     # The store stamps its own SCHEMA_VERSION on write; read back, this is the row's.
     schema_version: int = SCHEMA_VERSION
+    # The process that runs it (runner.matrix.process): how a later run tells a dead
+    # run from one still running elsewhere.
+    pid: int | None = None
+    pid_started: str | None = None
 
     @classmethod
     def starting(cls, env: dict[str, Any], device: str, **values: Any) -> RunRecord:
         """A run starting now on this host, in the environment ``env``
         (``runner.env.capture``); ``values``: label, command, cells_planned, ..."""
         gpu = env.get("gpu")
+        pid = os.getpid()
         return cls(
             run_id=str(uuid.uuid4()),
             started_at=datetime.now(UTC),
-            host=socket.gethostname(),
+            host=current_host(),
+            pid=pid,
+            pid_started=start_token(pid),
             device=device,
             gpu=None if gpu in (None, "absent") else gpu,
             env_id=str(env["env_id"]),

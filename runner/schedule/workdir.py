@@ -1,0 +1,51 @@
+"""A run's temporary folder, ``zoo-run-*`` in the system's temporary directory.
+
+It holds what the run's workers leave while they work: logs, status and result files,
+lock holds, and the cold compile caches of their cells. The run removes it when it
+ends; a run killed before it can (SIGKILL, a reboot) leaves it behind, so each folder
+names its owner (``runner.matrix.process``) and the next run removes the folders of
+owners that are gone. A folder whose owner cannot be judged stays.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from runner.matrix.process import alive, current_host, start_token
+
+PREFIX = "zoo-run-"
+OWNER_FILE = "owner.json"
+
+
+@contextmanager
+def run_workdir(run_id: str, root: Path | None = None) -> Iterator[Path]:
+    """A new folder for the run ``run_id`` under ``root`` (the temporary directory by
+    default), removed when the block ends."""
+    path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
+    pid = os.getpid()
+    owner = {"run_id": run_id, "host": current_host(), "pid": pid, "pid_started": start_token(pid)}
+    (path / OWNER_FILE).write_text(json.dumps(owner))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def remove_stale(root: Path | None = None) -> list[Path]:
+    """Remove the run folders under ``root`` whose owner is gone; the folders removed."""
+    removed = []
+    for folder in sorted(Path(root or tempfile.gettempdir()).glob(f"{PREFIX}*")):
+        try:
+            owner = json.loads((folder / OWNER_FILE).read_text())
+        except (OSError, ValueError):
+            continue  # no owner yet (being made), or made by an older zoo-run
+        if not alive(owner.get("host"), owner.get("pid"), owner.get("pid_started")):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
