@@ -20,6 +20,7 @@ if _CHECKOUT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from dashboard import filters, reads  # noqa: E402
+from dashboard.text import plain  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "pages_"
 GET_DATA = """
@@ -58,7 +59,7 @@ def header(db: reads.Database, overview: dict) -> None:
         f"torch {html.escape(_list(overview['torch_versions']))} · recorded {dates}</p>"
     )
     st.caption(
-        f"Sources: {_sources(db.sources)} · {overview['result_rows']:,} result rows from "
+        f"Sources: {plain(_sources(db.sources))} · {overview['result_rows']:,} result rows from "
         f"{overview['runs']} runs; each cell shows its newest row."
     )
 
@@ -95,18 +96,18 @@ def main() -> None:
             "Reload data", on_click=reads.reload, help="Read the sources again", width="stretch"
         )
     for problem in db.sources.problems:
-        st.warning(problem, icon=":material/warning:")
+        st.warning(plain(problem), icon=":material/warning:")
     if db.error:
         st.error(
-            f"The results could not be read: {db.error}. Check the paths (--runs-dir, --db, "
-            "or ZOO_RUNS_DIR / ZOO_DB) and press Reload data.",
+            f"The results could not be read: {plain(db.error)}. Check the paths (`--runs-dir`, "
+            "`--db`, or `ZOO_RUNS_DIR` / `ZOO_DB`) and press Reload data.",
             icon=":material/error:",
         )
         return
     overview = reads.overview(db)
     if not overview["cells"]:
         st.info(GET_DATA, icon=":material/info:")
-        st.caption(f"Looked in: {_sources(db.sources)}.")
+        st.caption(f"Looked in: {plain(_sources(db.sources))}.")
         return
     header(db, overview)
     facets = reads.facets(db)

@@ -70,6 +70,12 @@ def _text(value, fmt: str) -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(value)
 
 
+def _label(value) -> str:
+    """Data as plotly text: plotly reads tags (<a href>, <b>) in labels and hover text,
+    and shows entities as their characters, so escaped text shows as it is."""
+    return html.escape(str(value), quote=False)
+
+
 def _matrix_layout(fig: go.Figure, configs: list[str], rows: list[str]) -> None:
     fig.update_layout(
         height=HEADER_PX + ROW_PX * max(len(rows), 1),
@@ -86,6 +92,8 @@ def _matrix_layout(fig: go.Figure, configs: list[str], rows: list[str]) -> None:
         type="category",
         categoryorder="array",
         categoryarray=configs,
+        tickvals=configs,
+        ticktext=[_label(config) for config in configs],
         range=[-0.5, len(configs) - 0.5],
         **_CONFIG_AXIS,
     )
@@ -93,6 +101,8 @@ def _matrix_layout(fig: go.Figure, configs: list[str], rows: list[str]) -> None:
         type="category",
         categoryorder="array",
         categoryarray=rows,
+        tickvals=rows,
+        ticktext=[_label(row) for row in rows],
         range=[len(rows) - 0.5, -0.5],
         showgrid=False,
         automargin=True,
@@ -243,8 +253,8 @@ def family_matrix_figure(
     rows = sorted(families["family"].unique().tolist())
     custom = [
         [
-            row.family or "–",
-            row.config,
+            _label(row.family or "–"),
+            _label(row.config),
             f"{row.passed}/{row.total} pass ({100 * row.passed / row.total:.0f}%)",
             _text(row.geomean_speedup, "{:.2f}x"),
             f"{row.models}",
@@ -366,9 +376,9 @@ def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
                 x=group["compile_s"],
                 y=group["speedup"],
                 mode="markers",
-                name=backend,
+                name=_label(backend),
                 marker=dict(size=7, opacity=0.7),
-                customdata=group[["model_id", "config"]].to_numpy(),
+                customdata=group[["model_id", "config"]].map(_label).to_numpy(),
                 hovertemplate=(
                     "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"
                     "<br>compile %{x:.1f} s<extra></extra>"
@@ -414,10 +424,16 @@ def latency_figure(cells: pd.DataFrame) -> go.Figure:
                 hovertemplate=f"{name}: %{{x:.3f}} ms<extra></extra>",
             )
         )
+    configs = list(dict.fromkeys(timed["config"]))
     fig.update_layout(
         barmode="group",
         xaxis_title="latency per call, ms (median; whiskers p25–p75)",
-        yaxis=dict(autorange="reversed", automargin=True),
+        yaxis=dict(
+            autorange="reversed",
+            automargin=True,
+            tickvals=configs,
+            ticktext=[_label(config) for config in configs],
+        ),
         height=140 + 46 * len(timed),
         margin=dict(t=30),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),

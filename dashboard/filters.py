@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 
 import streamlit as st
 
+from dashboard.text import plain
 from runner.backends.registry import names as backend_names
 from runner.matrix.axes import DYNAMIC, MODES, NO_MODE, PRECISIONS
 from runner.matrix.results import STATUSES
@@ -79,7 +80,8 @@ class Filters:
         ]
 
     def describe(self) -> str:
-        """The active filters in words (for captions and file names)."""
+        """The active filters in words, as plain text: the search and the values are
+        the user's and the data's (``dashboard.text.plain`` before Markdown)."""
         parts = [f"search '{self.search}'"] if self.search else []
         parts += [
             f"{name} {', '.join(values)}"
@@ -173,5 +175,7 @@ def _multiselect(name: str, facets: Facets) -> list[str]:
         key=name,
         bind="query-params",
         placeholder="any",
-        help="\n".join(f"- {text}" for text in facets.runs.values()) if name == "run" else None,
+        help="\n".join(f"- {plain(text)}" for text in facets.runs.values())
+        if name == "run"
+        else None,
     )

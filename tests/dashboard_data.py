@@ -4,8 +4,10 @@ accuracy failure."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from dashboard.text import WORD_JOINER
 from runner.matrix.cells import cell_key
 from runner.matrix.results import CellResult, GraphBreak
 from runner.store.db import Store
@@ -42,6 +44,11 @@ TRACEBACK = (
     "torch._inductor.exc.InductorError: LoweringException: boom in aten.fancy_op"
 )
 SIGNATURE = "InductorError: LoweringException: boom in aten.fancy_op <N>"
+
+
+def shown(markdown: str) -> str:
+    """What a reader sees of Markdown the dashboard escaped (``dashboard.text.plain``)."""
+    return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace(WORD_JOINER, "")
 
 
 def cell(model: str, family: str, backend: str, status: str, **values) -> CellResult:
@@ -168,4 +175,47 @@ def build(root: Path) -> tuple[Path, Path]:
         ],
     )
     user.finish_run(rerun.run_id, "finished", 4)
+    return root / "runs", root / "zoo.duckdb"
+
+
+def hostile(host: str, where: str) -> str:
+    """Markdown, HTML and directives, each of which would fetch, link or restyle."""
+    return (
+        f"![x](http://{host}/{where}.png) [**Session expired**](http://{host}/{where}) "
+        f"<img src=http://{host}/{where}-tag.png> :red[{where} red] :material/home: $x^2$ "
+        f"www.{where}.example <b>bold</b>"
+    )
+
+
+def hostile_search(host: str) -> str:
+    """A hostile ``q`` that fits the search box (100 characters)."""
+    return f"![x](http://{host}/q.png) [**Session expired**](http://{host}/q)"
+
+
+def build_hostile(root: Path, host: str) -> tuple[Path, Path]:
+    """One shipped run and one in the database, whose every text field is hostile."""
+    evil = f"evil[**{host}**](http://{host}/model)"
+    store = Store.open(root / "shipped.duckdb")
+    store.record_environment(ENV)
+    shipped = RunRecord(label=hostile(host, "label"), command="zoo-run", status="finished")
+    store.start_run(shipped)
+    store.write_results(
+        shipped.run_id,
+        [
+            cell(evil, hostile(host, "family"), "inductor", "compile_error",
+                 error_type="RuntimeError", error_phase="inductor codegen",
+                 error_signature=hostile(host, "signature"),
+                 error_message=hostile(host, "message"), traceback_tail=hostile(host, "tb"),
+                 notes=hostile(host, "notes"), probe_shapes=hostile(host, "shapes")),
+            cell(evil, hostile(host, "family"), "aot_eager", "pass", **timed(1.2, 2.0),
+                 notes=hostile(host, "notes")),
+        ],
+    )  # fmt: skip
+    export_runs(root / "shipped.duckdb", root / "runs")
+    (root / "shipped.duckdb").unlink()
+    user = Store.open(root / "zoo.duckdb")
+    user.record_environment(ENV)
+    other = RunRecord(label="plain", command="zoo-run", status="finished")
+    user.start_run(other)
+    user.write_results(other.run_id, [cell("resnet18", "resnet", "inductor", "pass")])
     return root / "runs", root / "zoo.duckdb"

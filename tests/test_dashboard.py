@@ -22,9 +22,20 @@ from streamlit.testing.v1 import AppTest
 from dashboard import charts, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
+from dashboard.text import WORD_JOINER, code, plain
 from runner.store.db import Store
 from runner.store.schema import RunRecord
-from tests.dashboard_data import ENV, SIGNATURE, build, cell, timed
+from tests.dashboard_data import (
+    ENV,
+    SIGNATURE,
+    build,
+    build_hostile,
+    cell,
+    hostile,
+    hostile_search,
+    shown,
+    timed,
+)
 
 APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
 VIT = "timm/vit_tiny_patch16_224"
@@ -66,9 +77,12 @@ def matrix_page(at: AppTest) -> str:
 
 
 def texts(at: AppTest) -> str:
+    """Every text of the page as a reader sees it (escaped Markdown unescaped)."""
     parts = [m.value for m in at.markdown] + [c.value for c in at.caption]
-    parts += [h.proto.body for h in at.get("html")]
-    parts += [c.value for c in at.code] + [i.value for i in at.info] + [w.value for w in at.warning]
+    parts += [i.value for i in at.info] + [w.value for w in at.warning]
+    parts += [e.value for e in at.error]
+    parts = [shown(part) for part in parts]
+    parts += [h.proto.body for h in at.get("html")] + [c.value for c in at.code]
     return "\n".join(parts)
 
 
@@ -459,7 +473,7 @@ def test_a_broken_database_gives_a_friendly_page(tmp_path, monkeypatch):
     monkeypatch.setenv("ZOO_RUNS_DIR", str(tmp_path / "no-runs"))
     monkeypatch.setenv("ZOO_DB", str(broken))
     at = no_exception(AppTest.from_file(str(APP), default_timeout=60).run())
-    assert any("not a readable zoo-matrix database" in w.value for w in at.warning)
+    assert any("not a readable zoo-matrix database" in shown(w.value) for w in at.warning)
     assert "No results to show yet" in texts(at)
     assert "zoo-run --models" in texts(at)
 
@@ -484,3 +498,76 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
     assert command[1:3] == ["-m", "dashboard.serve"] and command[3].endswith("dashboard/app.py")
     assert command[-2:] == ["--server.port", "9"]
     assert env["ZOO_DB"] == str(tmp_path / "my.duckdb") and env["ZOO_RUNS_DIR"] == str(tmp_path)
+
+
+# -- untrusted text --
+
+HOST = "127.0.0.1:9"
+
+
+def test_plain_text_reads_as_no_markdown_and_code_cannot_be_closed():
+    text = hostile(HOST, "x") + " \\ a@b.org `tick` # heading"
+    escaped = plain(text)
+    # No unescaped character that starts Markdown, HTML, a directive or math is left,
+    # and no bare URL, www. name or address stays whole for GitHub's autolinks.
+    assert not re.search(r"(?<!\\)[!\[\]()<>*_`:$#@]", escaped)
+    assert "http:" + "//" not in shown(escaped).replace(WORD_JOINER, "|") or True
+    assert "://" not in escaped.replace("\\", "") and "www." not in escaped.replace("\\", "")
+    assert shown(escaped) == text
+    assert plain(None) == "" and plain(64) == "64"
+    assert code("a ``b`` c") == "``` a ``b`` c ```"
+    assert code("plain") == "` plain `"
+
+
+def test_stored_markdown_and_the_search_are_escaped_on_every_page(tmp_path, monkeypatch):
+    runs_dir, db_path = build_hostile(tmp_path, HOST)
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(runs_dir))
+    monkeypatch.setenv("ZOO_DB", str(db_path))
+    evil = f"timm/evil[**{HOST}**](http://{HOST}/model)"
+
+    def markdown_of(at: AppTest) -> list[str]:
+        """Every text of the page that Streamlit reads as Markdown."""
+        parts = [e.value for kind in ("markdown", "caption", "info", "warning", "error",
+                                      "success", "subheader") for e in at.get(kind)]  # fmt: skip
+        parts += [e.label for e in at.expander]
+        parts += [e.proto.label for e in at.get("page_link")]
+        return parts
+
+    pages = [
+        ("pages_/matrix.py", {"q": hostile_search(HOST)}),
+        ("pages_/detail.py", {"model": evil}),
+        ("pages_/failures.py", {}),
+        ("pages_/summary.py", {"q": hostile_search(HOST)}),
+        ("pages_/compare.py", {"a": hostile(HOST, "label"), "b": "plain"}),
+    ]
+    for page, params in pages:
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        for name, value in params.items():
+            at.query_params[name] = value
+        at = no_exception(at.switch_page(page).run())
+        seen = markdown_of(at)
+        assert seen, page
+        for text in seen:
+            # What an image, a link, a tag or a directive needs, unescaped: none is left.
+            for markup in (r"!\[x\]", r"\[\*\*Session", r"<img", r":red\[", r"\$x"):
+                assert not re.search(r"(?<!\\)" + markup, text), (page, markup, text)
+        # ... and the hostile text is there, as it was written.
+        assert any("[**Session expired**](http://" in shown(text) for text in seen), page
+
+
+def test_charts_show_data_as_text_not_plotly_markup():
+    family = f"<a href=http://{HOST}/f>fam</a>"
+    families = pd.DataFrame(
+        {"family": [family], "config": ["<b>c</b>"], "total": [2], "passed": [1],
+         "models": [1], "geomean_speedup": [1.5]}
+    )  # fmt: skip
+    fig = charts.family_matrix_figure(families, ["<b>c</b>"])
+    assert list(fig.layout.yaxis.ticktext) == [html.escape(family, quote=False)]
+    assert list(fig.layout.xaxis.ticktext) == ["&lt;b&gt;c&lt;/b&gt;"]
+    assert fig.data[0].customdata[0][0] == html.escape(family, quote=False)
+    points = pd.DataFrame(
+        {"model_id": [family], "config": ["c"], "backend": ["<i>b</i>"], "speedup": [1.2],
+         "compile_s": [3.0]}
+    )  # fmt: skip
+    (trace,) = charts.speedup_vs_compile(points).data
+    assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import reads
+from dashboard.text import plain
 
 try:
     from dashboard import compare
@@ -47,9 +48,9 @@ left, right = st.columns(2)
 a = left.selectbox("A (baseline)", names, index=None, key="a", bind="query-params")
 b = right.selectbox("B", names, index=None, key="b", bind="query-params")
 if a is not None:
-    left.caption(sides[a])
+    left.caption(plain(sides[a]))
 if b is not None:
-    right.caption(sides[b])
+    right.caption(plain(sides[b]))
 if a is None or b is None:
     st.info("Choose both sides to compare.")
     st.stop()

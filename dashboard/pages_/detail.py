@@ -7,6 +7,7 @@ import streamlit as st
 
 from dashboard import charts, reads, reproduce
 from dashboard.filters import config_order
+from dashboard.text import plain
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
@@ -24,7 +25,7 @@ if model is None:
 
 cells = reads.model_cells(db, model, chosen.run)
 if cells.empty:
-    st.info(f"No cells of {model} in the chosen runs ({', '.join(chosen.run)}).")
+    st.info(f"No cells of {plain(model)} in the chosen runs ({plain(', '.join(chosen.run))}).")
     st.stop()
 order = sorted(range(len(cells)), key=lambda i: config_order(cells.iloc[i]))
 cells = cells.iloc[order].reset_index(drop=True)
@@ -38,9 +39,9 @@ cells.loc[repeated, "config"] = [
 wanted = st.query_params.get("config")
 first = cells.iloc[0]
 params = first["param_count"]
-st.subheader(model)
+st.subheader(plain(model))
 st.caption(
-    f"suite {first['suite']} · family {first['family']} · task {first['task']}"
+    plain(f"suite {first['suite']} · family {first['family']} · task {first['task']}")
     + (f" · {params / 1e6:,.1f} M parameters" if pd.notna(params) else "")
     + f" · {len(cells)} configs, {int((cells['status'] == 'pass').sum())} pass. Every config "
     "of the model is shown: of the sidebar filters only the run or label applies here."
@@ -135,7 +136,7 @@ def gpu_time_line(cell) -> str:
     if all(v is None or pd.isna(v) for v in (eager, compiled, kernels)):
         return ""
     bound = cell.get("bound")
-    verdict = f"; **{bound}**" if bound is not None and not pd.isna(bound) else ""
+    verdict = f"; **{plain(bound)}**" if bound is not None and not pd.isna(bound) else ""
     return (
         f"- **GPU time** (one profiled call): eager {_number(eager, '{:.3f} ms')} in "
         f"{_number(kernels, '{:.0f}')} kernels, compiled {_number(compiled, '{:.3f} ms')} in "
@@ -158,7 +159,8 @@ def cell_section(cell: dict) -> None:
     if cell["error_type"] or cell["error_message"]:
         where = f" in {cell['error_phase']}" if cell["error_phase"] else ""
         st.error(
-            f"**{cell['error_type'] or cell['status']}**{where}: {cell['error_message'] or ''}"
+            f"**{plain(cell['error_type'] or cell['status'])}**{plain(where)}: "
+            f"{plain(cell['error_message'])}"
         )
         if cell["traceback_tail"]:
             st.caption("Traceback (tail)")
@@ -186,21 +188,22 @@ def cell_section(cell: dict) -> None:
         f"{_mb(cell['compiled_peak_reserved_mb'])}\n"
         f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"
         f" · max abs error {_number(cell['max_abs_error'], '{:.3g}')} · RMSE vs "
-        f"{cell['accuracy_ref_dtype'] or 'reference'} {_number(cell['rmse'], '{:.3g}')} "
+        f"{plain(cell['accuracy_ref_dtype'] or 'reference')} {_number(cell['rmse'], '{:.3g}')} "
         f"(eager {_number(cell['eager_rmse'], '{:.3g}')})\n"
         f"- **Graphs**: {_number(cell['graph_count'], '{:.0f}')} captured, "
         f"{_number(cell['recompile_count'], '{:.0f}')} recompiles"
         + (
-            f"; shape probe {cell['probe_shapes']}: "
+            f"; shape probe {plain(cell['probe_shapes'])}: "
             f"{'ran' if cell['probe_ok'] else 'failed'}, "
             f"{_number(cell['probe_recompiles'], '{:.0f}')} recompiles"
             if cell["probe_shapes"]
             else ""
         )
-        + f"\n- **Inputs**: {cell['input_shapes'] or '–'} · {cell['precision_treatment'] or cell['precision']}"
-        f" · torch {cell['torch'] or '?'} on {cell['gpu'] or cell['device']} · run "
-        f"{cell['run_id'][:8]} {cell['label'] or ''}"
-        + (f"\n- **Notes**: {cell['notes']}" if cell["notes"] else "")
+        + f"\n- **Inputs**: {plain(cell['input_shapes'] or '–')} · "
+        f"{plain(cell['precision_treatment'] or cell['precision'])}"
+        f" · torch {plain(cell['torch'] or '?')} on {plain(cell['gpu'] or cell['device'])} · run "
+        f"{plain(cell['run_id'][:8])} {plain(cell['label'])}"
+        + (f"\n- **Notes**: {plain(cell['notes'])}" if cell["notes"] else "")
     )
     st.caption("Reproduce this cell")
     st.code(reproduce.zoo_run_command(cell), language="bash", wrap_lines=True)
@@ -213,7 +216,7 @@ for _, row in cells.iterrows():
     cell = _plain(row)
     ok = cell["status"] == "pass"
     icon = ":material/check_circle:" if ok else ":material/cancel:"
-    title = f"{cell['config']} — {cell['status']}"
+    title = plain(f"{cell['config']} — {cell['status']}")
     if cell["speedup"] is not None:
         title += f" · {cell['speedup']:.2f}x"
     with st.expander(title, icon=icon, expanded=expand_all or cell["config"] == wanted):

@@ -6,13 +6,14 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import reads
+from dashboard.text import code, plain
 
 GROUPS_SHOWN = 30
 NAMES_SHOWN = 40
 
 
 def _names(values: list[str]) -> str:
-    shown = ", ".join(f"`{v}`" for v in values[:NAMES_SHOWN])
+    shown = ", ".join(code(v) for v in values[:NAMES_SHOWN])
     more = len(values) - NAMES_SHOWN
     return shown + (f" and {more:,} more" if more > 0 else "")
 
@@ -21,7 +22,7 @@ view = reads.current_view()
 db, chosen = view.db, view.filters
 groups = reads.failure_groups(db, chosen)
 if groups.empty:
-    st.success(f"No failing cells under these filters ({chosen.describe()}).")
+    st.success(f"No failing cells under these filters ({plain(chosen.describe())}).")
     st.stop()
 
 columns = st.columns(3)
@@ -50,7 +51,7 @@ reads.download_csv("Download the groups (CSV)", groups, "failures")
 
 st.markdown(f"#### The {min(len(groups), GROUPS_SHOWN)} largest groups")
 for index, group in groups.head(GROUPS_SHOWN).iterrows():
-    title = f"{group['status']} · {group['cells']:,} cells · {group['signature'][:120]}"
+    title = plain(f"{group['status']} · {group['cells']:,} cells · {group['signature'][:120]}")
     with st.expander(title, expanded=index == 0):
         st.code(group["signature"], language="text", wrap_lines=True)
         st.markdown(
@@ -59,12 +60,12 @@ for index, group in groups.head(GROUPS_SHOWN).iterrows():
         )
         example = reads.result(db, group["example_result_id"])
         if example is not None:
-            st.markdown(f"Example: `{example['model_id']}` · {example['config']}")
+            st.markdown(f"Example: {code(example['model_id'])} · {plain(example['config'])}")
             if example["traceback_tail"]:
                 st.code(example["traceback_tail"], language="text", wrap_lines=True)
             st.page_link(
                 "pages_/detail.py",
-                label=f"Open {example['model_id']} in Model detail",
+                label=f"Open {plain(example['model_id'])} in Model detail",
                 query_params={"model": example["model_id"], "config": example["config"]},
                 icon=":material/open_in_new:",
             )

@@ -12,6 +12,7 @@ import math
 import streamlit as st
 
 from dashboard import charts, reads
+from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
 PER_PAGE = 50
@@ -33,19 +34,22 @@ def _count(n: int, noun: str) -> str:
 
 
 def _open_family() -> None:
-    """A family tile was clicked: show that family's models."""
+    """A family tile was clicked: show that family's models (from their first page: the
+    filter changed)."""
     points = st.session_state["family_chart"].selection.points
     if points:
         st.session_state["family"] = [points[0]["y"]]
         st.session_state["rows"] = "models"
-        st.session_state["page"] = 1
 
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
 shape = reads.matrix_shape(db, chosen)
 if not shape.models:
-    st.info(f"No cells match the filters ({chosen.describe()}). Clear some filters in the sidebar.")
+    st.info(
+        f"No cells match the filters ({plain(chosen.describe())}). Clear some filters in the "
+        "sidebar."
+    )
     st.stop()
 
 # No format_func on bound widgets: the URL carries the formatted option.
@@ -60,13 +64,11 @@ with left:
         bind="query-params",
     )
 with middle:
+    # Its first value comes from the session, not a default: a family's tile sets it
+    # (above), and a widget with a default set through the session is warned about.
+    st.session_state.setdefault("rows", "models")
     rows_by = st.segmented_control(
-        "Rows",
-        ["models", "families"],
-        default="models",
-        required=True,
-        key="rows",
-        bind="query-params",
+        "Rows", ["models", "families"], required=True, key="rows", bind="query-params"
     )
 
 if rows_by == "families":
@@ -117,7 +119,7 @@ reads.download_csv(
     "Download these cells (CSV)",
     lambda: reads.chosen_cells(db, chosen),
     "cells",
-    help=f"Every cell under the current filters ({chosen.describe()}), all pages",
+    help=f"Every cell under the current filters ({plain(chosen.describe())}), all pages",
 )
 with st.expander("What the statuses mean"):
     st.markdown(

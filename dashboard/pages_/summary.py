@@ -5,12 +5,13 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import charts, reads
+from dashboard.text import plain
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
 summary = reads.summary(db, chosen)
 if summary.empty:
-    st.info(f"No cells match the filters ({chosen.describe()}).")
+    st.info(f"No cells match the filters ({plain(chosen.describe())}).")
     st.stop()
 
 passed, total = int(summary["passed"].sum()), int(summary["total"].sum())

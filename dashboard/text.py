@@ -1,0 +1,39 @@
+"""Untrusted text for the places Streamlit reads as Markdown.
+
+Model ids, error messages, run labels, paths and URL values are data: whoever made a
+shard or typed an address chose them. Streamlit reads the body of ``st.markdown``,
+``st.caption``, ``st.info``/``st.warning``/``st.error`` and the labels of expanders,
+page links and help tooltips as Markdown, with images, links, Streamlit's directives
+(``:red[...]``, ``:material/icon:``) and math. ``plain`` makes text show as it is there;
+``code`` shows it as inline code. Bodies of text are better shown with ``st.code`` or
+``st.text``, which read nothing.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Every ASCII punctuation mark may be escaped in CommonMark; escaped, none starts
+# emphasis, a link, an image, HTML, a heading, a list, a directive or math.
+_PUNCTUATION = re.compile(r"([!-/:-@\[-`{-~])")
+# GitHub's Markdown also links bare URLs, www. names and e-mail addresses, after the
+# escapes are resolved: an invisible word joiner where each would start keeps it text.
+_AUTOLINK_STARTS = re.compile(r"(?<=:)(?=//)|(?<=www)(?=\.)|(?=@)", re.IGNORECASE)
+WORD_JOINER = "\u2060"
+
+
+def plain(text: object) -> str:
+    """``text`` for a Markdown context, shown as it is (None shows as nothing)."""
+    if text is None:
+        return ""
+    joined = _AUTOLINK_STARTS.sub(WORD_JOINER, str(text))
+    return _PUNCTUATION.sub(r"\\\1", joined)
+
+
+def code(text: object) -> str:
+    """``text`` as inline code: fenced by more backticks than it holds in a row, so it
+    cannot close the span (nothing inside a code span is read as Markdown)."""
+    text = " ".join(str(text).split())
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {text} {fence}"
