@@ -2,7 +2,8 @@
 through ``dashboard.serve``, which loads the results as the server starts).
 
 ``--db`` and ``--runs-dir`` reach the app as ``ZOO_DB`` and ``ZOO_RUNS_DIR``; every other
-argument goes to ``streamlit run`` as it is (``--server.port 8502``, ...).
+argument goes to ``streamlit run`` as it is (``--server.port 8502``, ...). The server
+listens on localhost unless ``--server.address`` says otherwise.
 """
 
 from __future__ import annotations
@@ -48,8 +49,11 @@ def main(argv: list[str] | None = None) -> None:
             print(f"zoo-dashboard: note: {args.runs_dir} is not a folder yet", file=sys.stderr)
         env[RUNS_DIR_ENV] = str(args.runs_dir.resolve())
     # Before the user's arguments, which override them: no usage statistics sent from an
-    # offline lab, and no "Deploy" button in a tool that only reads local results.
+    # offline lab, no "Deploy" button in a tool that only reads local results, and a
+    # server only this machine reaches (Streamlit's own default is every interface):
+    # sharing the results is asked for with --server.address 0.0.0.0.
     defaults = ["--browser.gatherUsageStats", "false", "--client.toolbarMode", "viewer"]
+    defaults += ["--server.address", "localhost"]
     command = [sys.executable, "-m", "dashboard.serve", str(APP), *defaults, *streamlit_args]
     # Become the server rather than wait on it: a signal to zoo-dashboard then stops the
     # server instead of orphaning it.

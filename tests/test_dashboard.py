@@ -498,6 +498,14 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
     assert command[1:3] == ["-m", "dashboard.serve"] and command[3].endswith("dashboard/app.py")
     assert command[-2:] == ["--server.port", "9"]
     assert env["ZOO_DB"] == str(tmp_path / "my.duckdb") and env["ZOO_RUNS_DIR"] == str(tmp_path)
+    # Only this machine reaches the server, unless the user's own address (given later,
+    # so it wins) says otherwise.
+    address = command.index("--server.address")
+    assert command[address + 1] == "localhost" and address < command.index("--server.port")
+    calls.clear()
+    cli.main(["--server.address", "0.0.0.0"])
+    ((command, _),) = calls
+    assert command[-2:] == ["--server.address", "0.0.0.0"]
 
 
 # -- untrusted text --
