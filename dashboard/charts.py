@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
+from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
 from runner.matrix.results import STATUSES
 
 STATUS_COLORS = {
@@ -52,6 +52,8 @@ table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px
 table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
 table.zoo-matrix td.empty {{ background: #f5f5f5; }}
 table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
+table.zoo-matrix td.disturbed, .zoo-legend .disturbed {{ background-image:
+    repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px); }}
 table.zoo-matrix th.config {{ vertical-align: bottom; }}
 table.zoo-matrix th.config div {{ width: {TILE_PX}px; white-space: nowrap; font-weight: normal;
     transform: translate(8px, 0) rotate(-55deg); transform-origin: bottom left; }}
@@ -126,10 +128,9 @@ def speedup_color(speedup: float) -> str:
 
 
 def _tooltip(row) -> str:
-    disturbance = getattr(row, "timing_disturbance", None)
     disturbed = (
-        f" (timing disturbed: a median {disturbance:.2f}x its fastest sample)"
-        if disturbance is not None and pd.notna(disturbance) and disturbance > DISTURBED_RATIO
+        f" (timing disturbed: a median {row.timing_disturbance:.2f}x its fastest sample)"
+        if _disturbed(row)
         else ""
     )
     return "\n".join(
@@ -145,6 +146,12 @@ def _tooltip(row) -> str:
             f"family: {row.family or '–'}",
         )
     )
+
+
+def _disturbed(row) -> bool:
+    """The cell's timing was disturbed (runner.matrix.labels): its speedup is unsure."""
+    disturbance = getattr(row, "timing_disturbance", None)
+    return disturbance is not None and pd.notna(disturbance) and is_disturbed(disturbance, 1.0)
 
 
 def _gpu_lines(row) -> list[str]:
@@ -224,9 +231,18 @@ def matrix_html(
             if row is None:
                 tiles.append('<td class="empty"></td>')
                 continue
-            badge = ' class="launch-bound"' if getattr(row, "bound", None) == "launch-bound" else ""
+            badges = [
+                name
+                for name, on in (
+                    ("launch-bound", getattr(row, "bound", None) == "launch-bound"),
+                    ("disturbed", _disturbed(row)),
+                )
+                if on
+            ]
+            badge = f' class="{" ".join(badges)}"' if badges else ""
+            # background-color, not background: a class's hatching stays over it.
             tiles.append(
-                f'<td{badge} style="background:{_tile_style(row, color_by)}">'
+                f'<td{badge} style="background-color:{_tile_style(row, color_by)}">'
                 f'<a href="{model_link[model]}{config_arg[config]}{keep}" '
                 f'title="{html.escape(_tooltip(row))}"></a></td>'
             )
@@ -310,21 +326,47 @@ def family_matrix_figure(
 
 def status_legend(cells: pd.DataFrame, color_by: str) -> str:
     """The matrix's legend as HTML: a coloured square and a count per status (or the
-    speedup scale's meaning)."""
+    speedup scale's meaning), then the badges the page's cells carry."""
     if color_by == "speedup":
-        return (
+        legend = (
             f'<span style="color:{SPEEDUP_SCALE[0][1]}">■</span> slower than eager · '
             f'<span style="color:{SPEEDUP_SCALE[1][1]}">■</span> about 1x · '
             f'<span style="color:{SPEEDUP_SCALE[-1][1]}">■</span> faster · '
             f'<span style="color:{NO_SPEEDUP_COLOR}">■</span> no speedup (the cell failed)'
         )
+        return legend + _badge_legend(cells)
     counts = cells["status"].value_counts()
     ordered = [s for s in STATUSES if s in counts] + sorted(set(counts.index) - set(STATUSES))
-    return " · ".join(
+    legend = " · ".join(
         f'<span style="color:{STATUS_COLORS.get(s, UNKNOWN_STATUS_COLOR)}">■</span> '
         f"{html.escape(str(s))} ({counts[s]:,})"
         for s in ordered
-    ) + (" <small>(cells on this page)</small>" if ordered else "")
+    )
+    return (
+        legend + _badge_legend(cells) + (" <small>(cells on this page)</small>" if ordered else "")
+    )
+
+
+_SWATCH = "display:inline-block;width:11px;height:11px;vertical-align:-1px;background-color:#9e9e9e"
+
+
+def _badge_legend(cells: pd.DataFrame) -> str:
+    rows = list(cells.itertuples())
+    disturbed = sum(_disturbed(row) for row in rows)
+    launch = sum(getattr(row, "bound", None) == "launch-bound" for row in rows)
+    parts = []
+    if disturbed:
+        parts.append(
+            f'<span class="disturbed" style="{_SWATCH}"></span> hatched: timing disturbed, '
+            f"the speedup unsure (a median {DISTURBED_RATIO:g}x its fastest sample or more) "
+            f"({disturbed:,})"
+        )
+    if launch:
+        parts.append(
+            f'<span style="{_SWATCH};box-shadow:inset 0 -3px 0 #212121"></span> bar: '
+            f"launch-bound ({launch:,})"
+        )
+    return "".join(f" · {part}" for part in parts)
 
 
 def _empty(message: str) -> go.Figure:

@@ -21,16 +21,20 @@ import pandas as pd
 
 from dashboard import queries
 from dashboard.data import DB_ENV, RUNS_DIR_ENV, default_paths, load
+from runner.matrix.labels import DISTURBED_RATIO, is_disturbed
 from zoo.errors import UsageError, run_command
 
 NEW_FAILURE = "new failure"
 SLOWER = "slower"
 STATUS_CHANGE = "status change"
+# Its speed moved beyond the spread, but one side's timing was disturbed (a median far
+# above its fastest sample): neither faster nor slower can be told.
+DISTURBED = "disturbed"
 FIXED = "fixed"
 FASTER = "faster"
 SAME = "same"
 # Worst first: the order of the table and of the counts.
-CHANGES = (NEW_FAILURE, SLOWER, STATUS_CHANGE, FIXED, FASTER, SAME)
+CHANGES = (NEW_FAILURE, SLOWER, STATUS_CHANGE, DISTURBED, FIXED, FASTER, SAME)
 REGRESSIONS = (NEW_FAILURE, SLOWER)
 DEFAULT_THRESHOLD = 0.05
 # What a speedup is measured by: median wall-clock latency, or GPU busy time.
@@ -138,9 +142,11 @@ def _side(con: duckdb.DuckDBPyConnection, side: str | Side) -> Side:
     return side if isinstance(side, Side) else resolve_side(con, side)
 
 
-def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD) -> str:
+def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD, metric: str = WALL) -> str:
     """The change from A to B of one matched cell (the rule is in ``zoo-compare --help``),
-    by the speedup columns of the frame (``compare_frames`` puts the metric's there)."""
+    by the speedup columns of the frame (``compare_frames`` puts the metric's there). A
+    wall-clock change of a cell whose timing was disturbed on either side is
+    ``disturbed``: GPU time, which a busy host does not move, is judged all the same."""
     a_pass, b_pass = row["a_status"] == "pass", row["b_status"] == "pass"
     if a_pass and not b_pass:
         return NEW_FAILURE
@@ -154,10 +160,16 @@ def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD) -> str:
     if abs(relative) <= threshold:
         return SAME
     if row["b_speedup_high"] < row["a_speedup_low"]:
-        return SLOWER
-    if row["b_speedup_low"] > row["a_speedup_high"]:
-        return FASTER
-    return SAME
+        change = SLOWER
+    elif row["b_speedup_low"] > row["a_speedup_high"]:
+        change = FASTER
+    else:
+        return SAME
+    if metric == WALL and any(
+        is_disturbed(row.get(f"{side}_disturbance"), 1.0) for side in ("a", "b")
+    ):
+        return DISTURBED
+    return change
 
 
 def compare_frames(
@@ -188,7 +200,9 @@ def compare_frames(
                 frame[f"{side}_{column}"] = frame[f"{side}_gpu_speedup"]
     frame["speedup_change"] = frame["b_speedup"] / frame["a_speedup"] - 1
     frame["change"] = (
-        frame.apply(classify, axis=1, threshold=threshold) if len(frame) else pd.Series(dtype=str)
+        frame.apply(classify, axis=1, threshold=threshold, metric=metric)
+        if len(frame)
+        else pd.Series(dtype=str)
     )
     order = {change: rank for rank, change in enumerate(CHANGES)}
     frame = frame.sort_values("change", key=lambda column: column.map(order), kind="stable")
@@ -259,7 +273,13 @@ def _rich_table(rows: list[list[str]], out: TextIO) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    styles = {NEW_FAILURE: "bold red", SLOWER: "red", FIXED: "green", FASTER: "green"}
+    styles = {
+        NEW_FAILURE: "bold red",
+        SLOWER: "red",
+        DISTURBED: "yellow",
+        FIXED: "green",
+        FASTER: "green",
+    }
     table = Table(*HEADER)
     for row in rows:
         # Text, not str: a "[" in a model id would be read as rich markup.
@@ -355,7 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Changes: 'new failure' (A pass, B not), 'fixed' (A not pass, B pass), "
         "'status change' (two different non-pass statuses), 'slower'/'faster' (both pass, "
         "the speedup intervals [eager p25 / compiled p75, eager p75 / compiled p25] of A "
-        "and B do not overlap, and B/A - 1 is beyond the threshold), else 'same'.",
+        "and B do not overlap, and B/A - 1 is beyond the threshold), 'disturbed' (such a "
+        f"change of wall-clock speed where a side's median is {DISTURBED_RATIO:g}x its "
+        "fastest sample or more: the timing was disturbed, no verdict), else 'same'.",
     )
     parser.add_argument("a", metavar="A", help="the baseline side")
     parser.add_argument("b", metavar="B", help="the side compared with it")
@@ -442,6 +464,15 @@ def _compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1 if args.fail_on_regression else 0
+    disturbed = int((frame["change"] == DISTURBED).sum())
+    if disturbed:
+        print(
+            f"zoo-compare: note: {disturbed} cell(s) changed speed while their timing was "
+            f"disturbed (a median {DISTURBED_RATIO:g}x its fastest sample or more): neither "
+            "faster nor slower is called. Rerun them alone (zoo-run --workers 1 --force) to "
+            "compare them, or compare GPU time (--speedup gpu).",
+            file=sys.stderr,
+        )
     regressions = frame["change"].isin(REGRESSIONS).sum()
     if args.fail_on_regression and regressions:
         print(f"zoo-compare: {regressions} regression(s) from A to B", file=sys.stderr)

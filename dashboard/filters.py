@@ -16,13 +16,14 @@ import streamlit as st
 from dashboard.text import plain
 from runner.backends.registry import names as backend_names
 from runner.matrix.axes import DYNAMIC, MODES, NO_MODE, PRECISIONS
+from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import STATUSES
 
 SEARCH_KEY = "q"
 SEARCH_MAX_CHARS = 100
 # Shown first in the sidebar; the rest sit under "More filters".
 MAIN_FILTERS = ("status", "family", "backend", "mode")
-MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "bound", "run")
+MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "bound", "timing", "run")
 LABELS = {
     "status": "Status",
     "family": "Family",
@@ -34,6 +35,7 @@ LABELS = {
     "size": "Size",
     "device": "Device",
     "bound": "Launch- or GPU-bound (eager wall vs GPU busy time)",
+    "timing": f"Timing disturbed (a median {DISTURBED_RATIO:g}x its fastest sample or more)",
     "run": "Run or label",
 }
 # The order a reader expects (the CLI's), not the alphabet; unknown values go last.
@@ -62,6 +64,7 @@ class Filters:
     size: tuple[str, ...] = ()
     device: tuple[str, ...] = ()
     bound: tuple[str, ...] = ()
+    timing: tuple[str, ...] = ()
 
     def params(self) -> dict[str, object]:
         """The named parameters of the filtered queries in ``dashboard.queries``."""

@@ -1,10 +1,31 @@
 """Every SQL statement of the dashboard, parameterized."""
 
-from runner.matrix.labels import LAUNCH_BOUND_RATIO
+from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.store.schema import latest_row
 
 LAUNCH_BOUND = "launch-bound"
 GPU_BOUND = "gpu-bound"
+DISTURBED = "disturbed"
+STEADY = "steady"
+
+
+def _disturbance(alias: str) -> str:
+    """How far a side's median sits above its fastest sample (about 1.01 quiet), the
+    larger side's; rows written before the column have it from their fastest samples."""
+    return (
+        f"coalesce({alias}.timing_disturbance, greatest("
+        f"{alias}.eager_ms / nullif({alias}.eager_fastest_ms, 0), "
+        f"{alias}.compiled_ms / nullif({alias}.compiled_fastest_ms, 0)))"
+    )
+
+
+def _timing(disturbance: str) -> str:
+    """The timing label of a disturbance (runner.matrix.labels.is_disturbed)."""
+    return (
+        f"CASE WHEN {disturbance} >= {DISTURBED_RATIO} THEN '{DISTURBED}' "
+        f"WHEN {disturbance} IS NOT NULL THEN '{STEADY}' END"
+    )
+
 
 # -- pages: Matrix, Summary, Model detail, Failures (dashboard/reads.py runs them) --
 
@@ -41,12 +62,9 @@ PREPARE = (
             r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.accuracy_pass, r.recorded_at,
-            -- how far a side's median sits above its fastest sample (about 1.01 quiet);
-            -- rows written before the column have it from their samples
-            coalesce(r.timing_disturbance, greatest(
-                r.eager_ms / nullif(r.eager_fastest_ms, 0),
-                r.compiled_ms / nullif(r.compiled_fastest_ms, 0)
-            )) AS timing_disturbance,
+            {_disturbance("r")} AS timing_disturbance,
+            -- disturbed: its speedup is not to be trusted (a filter and a badge)
+            {_timing(_disturbance("r"))} AS timing,
             r.gpu_speedup, r.eager_gpu_ms, r.compiled_gpu_ms, r.eager_kernels,
             r.compiled_kernels,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
@@ -86,6 +104,7 @@ _CHOSEN = """
             $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
             $precision::VARCHAR[] AS precision, $size::VARCHAR[] AS size,
             $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
+            $timing::VARCHAR[] AS timing,
             lower($search::VARCHAR) AS search
     ),
     in_runs AS (
@@ -113,6 +132,7 @@ _CHOSEN = """
             AND (len(p.size) = 0 OR list_contains(p.size, s.size))
             AND (len(p.device) = 0 OR list_contains(p.device, s.device))
             AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
+            AND (len(p.timing) = 0 OR list_contains(p.timing, s.timing))
             AND (p.search = '' OR contains(lower(s.model_id), p.search))
     )
 """
@@ -132,6 +152,8 @@ SELECT
     coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
     coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
     coalesce(list(DISTINCT bound ORDER BY bound) FILTER (WHERE bound IS NOT NULL), []) AS bound,
+    coalesce(list(DISTINCT timing ORDER BY timing) FILTER (WHERE timing IS NOT NULL), [])
+        AS timing,
     coalesce(list(DISTINCT model_id ORDER BY model_id) FILTER (WHERE model_id IS NOT NULL), []) AS model
 FROM latest_cells
 """
@@ -182,7 +204,7 @@ page AS (
 )
 SELECT
     c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
-    c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance,
+    c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
     c.gpu_speedup, c.bound
 FROM chosen c SEMI JOIN page USING (model_id)
 ORDER BY c.family, c.model_id, c.config
@@ -209,7 +231,7 @@ SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
     compile_s, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms, gpu_speedup,
-    eager_kernels, compiled_kernels, bound, timing_disturbance, memory_ratio,
+    eager_kernels, compiled_kernels, bound, timing_disturbance, timing, memory_ratio,
     accuracy_pass, torch, gpu, run_id, label, recorded_at
 FROM chosen
 ORDER BY family, model_id, config
@@ -266,7 +288,7 @@ MODEL_CELLS = f"""
 WITH params AS (SELECT $run::VARCHAR[] AS run)
 SELECT
     r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
-    c.config, c.label, c.torch, c.gpu, c.bound
+    c.config, c.label, c.torch, c.gpu, c.bound, c.timing
 FROM results r
 JOIN cells c USING (result_id)
 CROSS JOIN params p
@@ -331,6 +353,7 @@ SELECT
     a.status AS a_status, b.status AS b_status,
     a.speedup AS a_speedup, b.speedup AS b_speedup,
     a.gpu_speedup AS a_gpu_speedup, b.gpu_speedup AS b_gpu_speedup,
+    {_disturbance("a")} AS a_disturbance, {_disturbance("b")} AS b_disturbance,
     coalesce(a.eager_ms_p25 / nullif(a.compiled_ms_p75, 0), a.speedup) AS a_speedup_low,
     coalesce(a.eager_ms_p75 / nullif(a.compiled_ms_p25, 0), a.speedup) AS a_speedup_high,
     coalesce(b.eager_ms_p25 / nullif(b.compiled_ms_p75, 0), b.speedup) AS b_speedup_low,

@@ -36,6 +36,7 @@ FACET_COLUMNS = (
     "size",
     "device",
     "bound",
+    "timing",
 )
 
 

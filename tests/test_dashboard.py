@@ -107,7 +107,11 @@ MODELS = ["timm/a", "timm/b", "timm/c"]
 
 def _tiles(page: str) -> list[tuple[str, str, str]]:
     """(background, link, tooltip) of every tile of a matrix's HTML, top left first."""
-    return re.findall(r'<td style="background:([^"]+)"><a href="([^"]+)" title="([^"]*)"', page)
+    return re.findall(
+        r'<td(?: class="[^"]*")? style="background-color:([^"]+)"><a href="([^"]+)" '
+        r'title="([^"]*)"',
+        page,
+    )
 
 
 def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_detail():
@@ -138,6 +142,19 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     assert int(height.search(longer)[1]) > int(height.search(page)[1])
     # Two families on the page: a row naming each before its first model.
     assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
+
+
+def test_a_disturbed_cell_is_hatched_and_the_legend_says_why():
+    page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status")
+    # timm/b inductor (1.5x its fastest sample) is disturbed, timm/a (1.01) is not.
+    classes = re.findall(r'<td(?: class="([^"]*)")? style="background-color', page)
+    assert classes == ["", "", "disturbed", ""]
+    for color_by in ("status", "speedup"):
+        legend = charts.status_legend(CELLS, color_by)
+        assert 'class="disturbed"' in legend and "timing disturbed" in legend
+        assert "(1)" in legend.split("hatched")[1]
+    steady = CELLS.assign(timing_disturbance=1.0)
+    assert "hatched" not in charts.status_legend(steady, "status")
 
 
 def test_matrix_html_by_speedup_uses_the_log_scale_and_greys_failures():
@@ -353,6 +370,18 @@ def test_url_filters_are_validated_and_applied(app):
         ("status", "compile_error"),
         ("backend", "inductor"),
     ]
+
+
+def test_the_timing_filter_keeps_the_disturbed_cells(app):
+    app.query_params["timing"] = "disturbed"
+    at = no_exception(app.run())
+    assert at.multiselect(key="timing").value == ["disturbed"]
+    ((_, link, tooltip),) = _tiles(matrix_page(at))
+    assert "timing disturbed" in html.unescape(tooltip) and "aot_eager" in html.unescape(link)
+    steady = AppTest.from_file(str(APP), default_timeout=60)
+    steady.query_params["timing"] = "steady"
+    # The other four but the compile error, which has no timing to judge.
+    assert len(_tiles(matrix_page(no_exception(steady.run())))) == 3
 
 
 def test_the_matrix_colours_by_speedup(app):

@@ -180,7 +180,7 @@ def test_compare_text_output_and_exit_codes(capsys, db):
     assert lines[5].startswith("timm/slows") and "2.00x (1.96-2.04)" in lines[5]
     assert lines[-1] == (
         "6 cell(s) compared (only in A: 1, only in B: 0): new failure 1, slower 1, "
-        "status change 1, fixed 1, faster 0, same 2"
+        "status change 1, disturbed 0, fixed 1, faster 0, same 2"
     )
     code, _, err = run_compare(capsys, db, "base", RUN_B, "--fail-on-regression")
     assert code == 1
@@ -188,7 +188,7 @@ def test_compare_text_output_and_exit_codes(capsys, db):
     # B to A: each failure is a fix and the fix a failure; the slowdown is a speed-up.
     code, out, _ = run_compare(capsys, db, RUN_B, "base", "--fail-on-regression")
     assert code == 1
-    assert "new failure 1, slower 0, status change 1, fixed 1, faster 1, same 2" in out
+    assert "new failure 1, slower 0, status change 1, disturbed 0, fixed 1, faster 1, same 2" in out
     code, out, _ = run_compare(capsys, db, "base", "base", "--fail-on-regression")
     assert code == 0
     assert "same 7" in out
@@ -274,7 +274,7 @@ def test_compare_over_shipped_parquet(capsys, tmp_path):
     assert code == 0
     assert out.splitlines()[-1] == (
         "27 cell(s) compared (only in A: 0, only in B: 0): new failure 0, slower 0, "
-        "status change 0, fixed 0, faster 0, same 27"
+        "status change 0, disturbed 0, fixed 0, faster 0, same 27"
     )
 
 
@@ -467,3 +467,36 @@ def test_compare_refuses_a_path_that_does_not_exist(capsys, db, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     assert compare.main(["base", RUN_B, "--runs-dir", str(runs)]) == 2
     assert "no run, label or environment 'base'" in capsys.readouterr().err
+
+
+def test_a_disturbed_cell_is_neither_faster_nor_slower(tmp_path, capsys):
+    """Two sweeps on shared cores: the eager backend read 0.05x to 34.56x. A cell whose
+    timing was disturbed on a side is 'disturbed', not a regression or a gain."""
+    path = tmp_path / "zoo.duckdb"
+    store = Store.open(path)
+    quiet = cell("timm/quiet", "env-a", "pass", TIGHT_EAGER, (4.9, 5.0, 5.1))
+    record(store, RUN_A1, "a", "env-a", [quiet, cell("timm/noisy", "env-a", "pass",
+           TIGHT_EAGER, (4.9, 5.0, 5.1))])  # fmt: skip
+    slow = cell("timm/quiet", "env-a", "pass", TIGHT_EAGER, (7.95, 8.0, 8.05))
+    noisy = cell("timm/noisy", "env-a", "pass", TIGHT_EAGER, (7.95, 8.0, 8.05))
+    noisy.timing_disturbance = 1.6  # its median far above its fastest sample
+    noisy.gpu_speedup = None
+    record(store, RUN_B, "b", "env-a", [slow, noisy])
+    con, _ = load(tmp_path / "no-runs", path)
+    changes = dict(compare.compare_frames(con, "a", "b")[["model_id", "change"]].values)
+    assert changes == {"timm/quiet": compare.SLOWER, "timm/noisy": compare.DISTURBED}
+    code, out, err = run_compare(capsys, path, "a", "b", "--fail-on-regression")
+    assert code == 1 and "1 regression(s)" in err  # the quiet one
+    assert "slower 1, status change 0, disturbed 1" in out
+    assert "1 cell(s) changed speed while their timing was disturbed" in err
+    # Rows written before the column: their fastest samples say it.
+    with duckdb.connect(str(path)) as db:
+        db.execute("UPDATE results SET timing_disturbance = NULL")
+        db.execute(
+            "UPDATE results SET eager_samples_ms = [5.0, 10.0, 10.0] "
+            "WHERE model_id = 'timm/noisy' AND run_id = ?",
+            [RUN_B],
+        )
+    con, _ = load(tmp_path / "no-runs", path)
+    changes = dict(compare.compare_frames(con, "a", "b")[["model_id", "change"]].values)
+    assert changes["timm/noisy"] == compare.DISTURBED

@@ -8,6 +8,7 @@ import streamlit as st
 from dashboard import charts, reads, reproduce
 from dashboard.filters import config_order
 from dashboard.text import plain
+from runner.matrix.labels import is_disturbed
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
@@ -59,6 +60,7 @@ table = pd.DataFrame(
         "graph breaks": cells["graph_break_count"],
         "recompiles": cells["recompile_count"],
         "accuracy": cells["accuracy_pass"].map({True: "pass", False: "fail"}),
+        "timing": cells["timing"],
         "batch": cells["batch_size"],
         "torch": cells["torch"],
         "recorded": cells["recorded_at"],
@@ -118,7 +120,7 @@ def disturbed_timing(cell) -> str | None:
     worst = [
         f"{side} median {ratio:.2f}x its fastest sample"
         for side, ratio in ratios.items()
-        if ratio > charts.DISTURBED_RATIO
+        if is_disturbed(ratio, 1.0)
     ]
     if not worst:
         return None
