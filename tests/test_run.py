@@ -183,7 +183,7 @@ def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys)
     [
         (["--models", "resnt50"], "closest"),
         (["--models", "test_resnet", "--backends", "inductor,tvmx"], "valid: inductor"),
-        (["--models", "test_resnet", "--modes", "fast"], "valid: default"),
+        (["--models", "test_resnet", "--modes", "fast"], "modes: default, reduce-overhead"),
         (["--models", "test_resnet", "--dynamic", "maybe"], "valid: false, true, auto"),
         (["--models", "test_resnet", "--precision", "fp8"], "valid: fp32, bf16, fp16"),
         (["--models", "test_resnet", "--step", "train"], "not built yet"),

@@ -80,6 +80,7 @@ def test_open_creates_the_current_schema(db):
             (1,),
             (2,),
             (3,),
+            (4,),
         ]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
         columns = dict(

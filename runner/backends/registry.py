@@ -21,6 +21,13 @@ from runner.matrix.versions import installed
 from runner.steps.registry import INFER
 
 ANY_MODE = "*"
+# Joins a mode and its options (``default+freezing+cpp_wrapper``).
+MODE_OPTION = "+"
+# Inductor configs a user can ask for beside a mode (torch._inductor.config): weights
+# folded into the graph as constants (inference), and C++ instead of Python wrapper code.
+INDUCTOR_OPTIONS = ("freezing", "cpp_wrapper")
+EXPORT_MODES = ("non-strict", "strict")
+AOT_INDUCTOR_MODES = ("default", "max-autotune")
 
 
 @dataclass(frozen=True)
@@ -31,8 +38,12 @@ class BackendEntry:
     process: str
     # "module:Class" of its Backend; None for a backend listed but not built.
     implementation: str | None
-    # Its modes (empty: it has none, and its cells record NO_MODE).
+    # Its modes (empty: it has none, and its cells record NO_MODE); the first is the one
+    # its cells get when no --modes are asked for.
     modes: tuple[str, ...] = ()
+    # Options a mode may carry, as ``MODE+OPTION[+OPTION]`` (inductor's configs beside its
+    # modes: ``default+freezing``); the mode string is the cell's, so they key it.
+    mode_options: tuple[str, ...] = ()
     steps: tuple[str, ...] = (INFER,)
     # Devices it cannot run on, and why.
     cannot_run_on: Mapping[str, str] = field(default_factory=dict)
@@ -49,12 +60,35 @@ class BackendEntry:
     # installed version of the distribution of its name.
     not_built: str | None = None
 
-    def modes_for(self, asked: tuple[str, ...]) -> tuple[str, ...]:
-        """The modes of its cells for the modes asked for."""
-        return tuple(mode for mode in asked if mode in self.modes) if self.modes else (NO_MODE,)
+    def modes_for(self, asked: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The modes of its cells for the modes asked for (None: its default)."""
+        if not self.modes:
+            return (NO_MODE,)
+        if asked is None:
+            return self.modes[:1]
+        return tuple(mode for mode in asked if self.accepts(mode))
+
+    def accepts(self, mode: str) -> bool:
+        """Whether ``mode`` (with its ``+options``) is one of this backend's."""
+        base, *options = mode.split(MODE_OPTION)
+        return (
+            base in self.modes
+            and len(set(options)) == len(options)
+            and all(option in self.mode_options for option in options)
+        )
+
+    def describe_modes(self) -> str:
+        """Its modes in words, for messages."""
+        if not self.modes:
+            return f"backend {self.name} has no modes"
+        options = (
+            f", each with options +{', +'.join(self.mode_options)}" if self.mode_options else ""
+        )
+        return f"backend {self.name}'s modes: {', '.join(self.modes)}{options}"
 
     def estimate_s(self, device: str, mode: str) -> float:
-        return self.estimate.get((device, mode), self.estimate.get((device, ANY_MODE), 20.0))
+        base = base_mode(mode)
+        return self.estimate.get((device, base), self.estimate.get((device, ANY_MODE), 20.0))
 
     def unavailable_reason(self, device: str) -> str | None:
         """Why the backend cannot run on ``device`` here, or None (imports nothing)."""
@@ -84,6 +118,7 @@ BACKENDS: dict[str, BackendEntry] = {
             TORCH_PROCESS,
             _TORCH_COMPILE,
             modes=MODES,
+            mode_options=INDUCTOR_OPTIONS,
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -105,6 +140,27 @@ BACKENDS: dict[str, BackendEntry] = {
             cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
             estimate=_OTHER,
         ),
+        # torch.export's program, run as exported (non-strict: today's default tracer;
+        # strict: TorchDynamo's).
+        BackendEntry(
+            "export",
+            TORCH_PROCESS,
+            "runner.backends.export:Export",
+            modes=EXPORT_MODES,
+            estimate={("cuda", ANY_MODE): 25.0, ("cpu", ANY_MODE): 15.0},
+        ),
+        # Non-strict export, compiled ahead of time by Inductor into a package, loaded, run.
+        BackendEntry(
+            "aot_inductor",
+            TORCH_PROCESS,
+            "runner.backends.export:AotInductor",
+            modes=AOT_INDUCTOR_MODES,
+            estimate={
+                ("cuda", ANY_MODE): 60.0,
+                ("cuda", "max-autotune"): 330.0,
+                ("cpu", ANY_MODE): 90.0,
+            },
+        ),
         # torch modules under jax.jit through torchax, and torch.export -> JAX.
         BackendEntry("xla", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY),
         BackendEntry(
@@ -123,6 +179,16 @@ BACKENDS: dict[str, BackendEntry] = {
         ),
     )
 }
+
+
+def base_mode(mode: str) -> str:
+    """A mode without its options: ``max-autotune+freezing`` -> ``max-autotune``."""
+    return mode.split(MODE_OPTION)[0]
+
+
+def mode_options(mode: str) -> tuple[str, ...]:
+    """The options a mode carries: ``default+freezing`` -> ("freezing",)."""
+    return tuple(mode.split(MODE_OPTION)[1:])
 
 
 def names() -> tuple[str, ...]:
@@ -146,9 +212,31 @@ def process_kind(backend: str) -> str:
 def cannot_run(config: CellConfig, device: str) -> str | None:
     """Why a column cannot run on ``device`` at all (dropped at plan time), or None."""
     entry = get(config.backend)
-    reason = entry.cannot_run_on.get(device) or entry.mode_cannot_run.get((config.mode, device))
+    reason = entry.cannot_run_on.get(device) or entry.mode_cannot_run.get(
+        (base_mode(config.mode), device)
+    )
     if reason is not None:
         return reason
     if config.step not in entry.steps:
         return f"backend {entry.name} does not run step {config.step}"
     return PRECISION_CANNOT_RUN.get((config.precision, device))
+
+
+def mode_problems(backends: tuple[str, ...], modes: tuple[str, ...]) -> list[str]:
+    """What is wrong with asking these backends for these modes: a mode no backend has,
+    or a backend with modes that has none of them. Empty when the request makes sense."""
+    moded = [entry for entry in map(get, backends) if entry.modes]
+    if not moded:
+        return []  # backends without modes ignore them
+    problems = [
+        f"mode {mode!r} is no mode of {', '.join(entry.name for entry in moded)}; "
+        + "; ".join(entry.describe_modes() for entry in moded)
+        for mode in modes
+        if not any(entry.accepts(mode) for entry in moded)
+    ]
+    problems += [
+        f"backend {entry.name} has none of the modes {', '.join(modes)}; {entry.describe_modes()}"
+        for entry in moded
+        if not entry.modes_for(modes) and not problems
+    ]
+    return problems

@@ -4,15 +4,17 @@ with their reasons and user frames."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 from torch._dynamo.utils import counters
 
 from runner.backends.base import Backend, Compiled
+from runner.backends.registry import base_mode, mode_options
 from runner.matrix.axes import NO_MODE
 from runner.matrix.phases import BREAKS, COMPILE
 from runner.matrix.results import GraphBreak
@@ -35,6 +37,19 @@ def dynamic_arg(dynamic: str) -> bool | None:
 
 
 class TorchCompile(Backend):
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Inductor's configs the cell's mode carries (``default+freezing``), for the
+        whole cell: compiles happen lazily, at the first call and at recompiles."""
+        options = mode_options(self.config.mode)
+        if not options:
+            yield
+            return
+        import torch._inductor.config as inductor_config
+
+        with inductor_config.patch(dict.fromkeys(options, True)):
+            yield
+
     def compile(
         self,
         subject: Subject,
@@ -44,12 +59,13 @@ class TorchCompile(Backend):
     ) -> Compiled:
         self.ctx.enter(COMPILE)
         config = self.config
-        mode = None if config.mode in (NO_MODE, "default") else config.mode
+        base = base_mode(config.mode)
+        mode = None if base in (NO_MODE, "default") else base
         compiled = torch.compile(
             program, backend=config.backend, mode=mode, dynamic=dynamic_arg(config.dynamic)
         )
         uses_cudagraphs = config.backend == "cudagraphs" or (
-            config.backend == "inductor" and config.mode in CUDAGRAPH_MODES
+            config.backend == "inductor" and base in CUDAGRAPH_MODES
         )
         compiled_module = CompiledModule(
             self.ctx, subject, program, compiled, uses_cudagraphs, outputs

@@ -41,6 +41,20 @@ def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = No
     return parse
 
 
+def _list(name: str):
+    """An argparse type for a comma-separated list checked later (modes: against the
+    backends asked for)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+        if not values:
+            raise argparse.ArgumentTypeError(f"empty {name} list")
+        return values
+
+    parse.__name__ = name
+    return parse
+
+
 def _positive(kind, zero_ok: bool = False):
     def parse(text: str):
         try:
@@ -102,9 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     axes.add_argument("--backends", type=_axis("backend", backends.names()), default=("inductor",))
     axes.add_argument(
         "--modes",
-        type=_axis("mode", MODES),
-        default=("default",),
-        help="inductor modes; other backends ignore them",
+        type=_list("mode"),
+        default=None,
+        help="modes of the backends that have them (default: each one's first): inductor "
+        f"{', '.join(MODES)}, each also with +freezing and/or +cpp_wrapper (Inductor's "
+        "configs, e.g. default+freezing); export non-strict, strict; aot_inductor default, "
+        "max-autotune. Backends without modes ignore them",
     )
     axes.add_argument("--dynamic", type=_axis("dynamic", DYNAMIC), default=("false",))
     axes.add_argument(
@@ -262,6 +279,8 @@ def _run(args, argv: list[str] | None) -> int:
             raise UsageError(f"--timing-cpus {args.timing_cpus}: {error}") from None
     elif args.timing_cpus:
         console.print("--timing-cpus applies to cuda runs; ignored on cpu")
+    if args.modes is not None and (problems := backends.mode_problems(args.backends, args.modes)):
+        raise UsageError("; ".join(problems))
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
 

@@ -77,6 +77,14 @@ class CellResult:
     graph_break_count: int | None = None
     unique_break_count: int | None = None
     recompile_count: int | None = None
+    # torch.export (the export and aot_inductor backends): the exported graph's nodes and
+    # operator calls, the input dims it took as dynamic (JSON, one list per input), and
+    # for a program that did not export, what torch.export.draft_export found (JSON:
+    # issue kind -> count)
+    graph_nodes: int | None = None
+    graph_ops: int | None = None
+    dynamic_dims: str | None = None
+    export_issues: str | None = None
     # the dynamic-shape probe (dynamic true/auto only)
     probe_shapes: str | None = None
     probe_ok: bool | None = None

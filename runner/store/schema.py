@@ -28,7 +28,7 @@ from runner.matrix.results import CellResult, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 RUN_STATUSES = ("running", "finished", "interrupted", "failed")
 
 # Parents before children, so a reader never sees a result whose run is missing.
@@ -218,6 +218,16 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             # Ids of torch.compile cells hash the torch stack only, no longer jax and
             # torchax: re-key the rows written before.
             lambda con: rekey_by_fingerprint(con),
+        ),
+    ),
+    (
+        4,
+        (
+            # The export and aot_inductor backends: what torch.export made of the model.
+            "ALTER TABLE results ADD COLUMN graph_nodes BIGINT",
+            "ALTER TABLE results ADD COLUMN graph_ops BIGINT",
+            "ALTER TABLE results ADD COLUMN dynamic_dims VARCHAR",
+            "ALTER TABLE results ADD COLUMN export_issues VARCHAR",
         ),
     ),
 ]
