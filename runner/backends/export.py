@@ -29,9 +29,7 @@ from runner.backends.registry import base_mode
 from runner.matrix.phases import AOT_COMPILE, COMPILE, EXPORT, RUN_EXPORTED
 from runner.measure.context import CellContext
 from runner.measure.failure import signature
-from runner.measure.isolation import seed_everything
 from runner.measure.subject import Subject
-from runner.measure.tensors import host_tensors
 
 STRICT = "strict"
 PACKAGE = "model.pt2"
@@ -183,13 +181,7 @@ class ExportedProgram(Compiled):
         self.folder = folder
         self.first_graphs = 1
         ctx.phase = first_phase
-        seed_everything()
-        subject.sync()
-        start = time.perf_counter()
-        value = self(subject.inputs)
-        subject.sync()
-        self.first_call_s = time.perf_counter() - start
-        self.first_outputs = host_tensors(outputs(value))
+        self.first_call(subject, outputs)
 
     def __call__(self, inputs: tuple[Any, ...]) -> Any:
         with torch.autocast(self.subject.device.type, enabled=False):

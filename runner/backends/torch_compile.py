@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -21,9 +20,7 @@ from runner.matrix.results import GraphBreak
 from runner.matrix.text import truncate
 from runner.measure.context import CellContext
 from runner.measure.failure import headline, signature
-from runner.measure.isolation import seed_everything
 from runner.measure.subject import Subject
-from runner.measure.tensors import host_tensors
 
 # Inductor modes whose compiled code replays CUDA graphs, which need a step marker per call.
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -94,13 +91,7 @@ class CompiledModule(Compiled):
         self.compiled = compiled
         self.uses_cudagraphs = uses_cudagraphs
         with subject.autocast():
-            seed_everything()
-            subject.sync()
-            start = time.perf_counter()
-            value = self(subject.inputs)
-            subject.sync()
-            self.first_call_s = time.perf_counter() - start
-            self.first_outputs = host_tensors(outputs(value))
+            self.first_call(subject, outputs)
         self.first_graphs = self.graphs()
         # dynamo's counters right after the first compiled call
         self.break_events = dict(counters["graph_break"])
