@@ -84,7 +84,8 @@ _CHOSEN = """
             $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
             $status::VARCHAR[] AS status, $backend::VARCHAR[] AS backend,
             $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
-            $precision::VARCHAR[] AS precision, $size::VARCHAR[] AS size,
+            $precision::VARCHAR[] AS precision, $step::VARCHAR[] AS step,
+            $size::VARCHAR[] AS size,
             $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
             lower($search::VARCHAR) AS search
     ),
@@ -110,6 +111,7 @@ _CHOSEN = """
             AND (len(p.mode) = 0 OR list_contains(p.mode, s.mode))
             AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, s.dynamic))
             AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
+            AND (len(p.step) = 0 OR list_contains(p.step, s.step))
             AND (len(p.size) = 0 OR list_contains(p.size, s.size))
             AND (len(p.device) = 0 OR list_contains(p.device, s.device))
             AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
@@ -129,6 +131,7 @@ SELECT
     coalesce(list(DISTINCT mode) FILTER (WHERE mode IS NOT NULL), []) AS mode,
     coalesce(list(DISTINCT dynamic) FILTER (WHERE dynamic IS NOT NULL), []) AS dynamic,
     coalesce(list(DISTINCT precision) FILTER (WHERE precision IS NOT NULL), []) AS precision,
+    coalesce(list(DISTINCT step ORDER BY step) FILTER (WHERE step IS NOT NULL), []) AS step,
     coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
     coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
     coalesce(list(DISTINCT bound ORDER BY bound) FILTER (WHERE bound IS NOT NULL), []) AS bound,

@@ -33,6 +33,7 @@ FACET_COLUMNS = (
     "mode",
     "dynamic",
     "precision",
+    "step",
     "size",
     "device",
     "bound",

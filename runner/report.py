@@ -56,7 +56,8 @@ def cell_line(result: CellResult, done: int, total: int) -> str:
     parts = [
         f"[{done}/{total}]",
         f"{result.model_id}",
-        f"{result.backend}{mode} dyn={result.dynamic} {result.precision}",
+        f"{result.backend}{mode} dyn={result.dynamic} {result.precision}"
+        + ("" if result.step == "infer" else f" {result.step}"),
         f"[{style}]{result.status}[/]",
     ]
     if result.speedup is not None:
@@ -90,7 +91,14 @@ def summary_table(results: list[CellResult]) -> Table:
     """Per config: passed/total, the other statuses, geomean speedup, median compile."""
     by_config: dict[tuple, list[CellResult]] = defaultdict(list)
     for result in results:
-        key = (result.device, result.backend, result.mode, result.dynamic, result.precision)
+        key = (
+            result.device,
+            result.backend,
+            result.mode,
+            result.dynamic,
+            result.precision,
+            result.step,
+        )
         by_config[key].append(result)
     table = Table(title="zoo-run summary")
     table.add_column("config")
@@ -100,7 +108,7 @@ def summary_table(results: list[CellResult]) -> Table:
     table.add_column("median compile s", justify="right")
     table.add_column("graph breaks", justify="right")
     for key in sorted(by_config):
-        device, backend, mode, dynamic, precision = key
+        device, backend, mode, dynamic, precision, step = key
         rows = by_config[key]
         passed = [r for r in rows if r.status == PASS]
         others = Counter(r.status for r in rows if r.status != PASS)
@@ -110,7 +118,9 @@ def summary_table(results: list[CellResult]) -> Table:
         breaks = sum(r.graph_break_count or 0 for r in rows)
         mode_text = "" if mode == NO_MODE else f"/{mode}"
         table.add_row(
-            f"{backend}{mode_text} dyn={dynamic} {precision} {device}",
+            f"{backend}{mode_text} dyn={dynamic} {precision}"
+            + ("" if step == "infer" else f" {step}")
+            + f" {device}",
             f"{len(passed)}/{len(rows)}",
             other_text or "-",
             f"{speedup:.2f}x" if speedup else "-",

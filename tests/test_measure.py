@@ -147,10 +147,16 @@ class FailsInEager(nn.Module):
 
 
 def make_cell(
-    backend="eager", dynamic="false", precision="fp32", batch_size=4, seq_len=None, mode="none"
+    backend="eager",
+    dynamic="false",
+    precision="fp32",
+    batch_size=4,
+    seq_len=None,
+    mode="none",
+    step="infer",
 ):
     spec = ModelSpec(id="custom/test:Name", suite="custom", name="Name", family="test", task="test")
-    config = CellConfig(backend=backend, mode=mode, dynamic=dynamic, precision=precision)
+    config = CellConfig(backend=backend, mode=mode, dynamic=dynamic, precision=precision, step=step)
     return Cell(
         spec=spec,
         config=config,

@@ -187,7 +187,9 @@ def cell_section(cell: dict) -> None:
         f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"
         f" · max abs error {_number(cell['max_abs_error'], '{:.3g}')} · RMSE vs "
         f"{cell['accuracy_ref_dtype'] or 'reference'} {_number(cell['rmse'], '{:.3g}')} "
-        f"(eager {_number(cell['eager_rmse'], '{:.3g}')})\n"
+        f"(eager {_number(cell['eager_rmse'], '{:.3g}')})"
+        + (f"; failed: {cell['accuracy_failed']}" if cell.get("accuracy_failed") else "")
+        + "\n"
         f"- **Graphs**: {_number(cell['graph_count'], '{:.0f}')} captured, "
         f"{_number(cell['recompile_count'], '{:.0f}')} recompiles"
         + (

@@ -18,7 +18,8 @@ from runner.matrix.cells import CellConfig
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.plugins import resolve
 from runner.matrix.versions import installed
-from runner.steps.registry import INFER
+from runner.steps.registry import INFER, TRAIN
+from runner.steps.registry import base as step_base
 
 ANY_MODE = "*"
 # Joins a mode and its options (``default+freezing+cpp_wrapper``).
@@ -107,6 +108,8 @@ class BackendEntry:
 
 _OTHER = {("cuda", ANY_MODE): 20.0, ("cpu", ANY_MODE): 10.0}
 _TORCH_COMPILE = "runner.backends.torch_compile:TorchCompile"
+# torch.compile's backends train as they infer; the other routes infer only (for now).
+_TRAINS = (INFER, TRAIN)
 _XLA = "runner.backends.xla.jax_routes:JaxRoute"
 _XLA_AVAILABILITY = "runner.backends.xla.support:unavailable_reason"
 
@@ -119,6 +122,7 @@ BACKENDS: dict[str, BackendEntry] = {
             _TORCH_COMPILE,
             modes=MODES,
             mode_options=INDUCTOR_OPTIONS,
+            steps=_TRAINS,
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -131,13 +135,14 @@ BACKENDS: dict[str, BackendEntry] = {
                 ("cpu", ANY_MODE): 40.0,
             },
         ),
-        BackendEntry("eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
-        BackendEntry("aot_eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
+        BackendEntry("eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER),
+        BackendEntry("aot_eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER),
         BackendEntry(
             "cudagraphs",
             TORCH_PROCESS,
             _TORCH_COMPILE,
             cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
+            steps=_TRAINS,
             estimate=_OTHER,
         ),
         # torch.export's program, run as exported (non-strict: today's default tracer;
@@ -217,8 +222,8 @@ def cannot_run(config: CellConfig, device: str) -> str | None:
     )
     if reason is not None:
         return reason
-    if config.step not in entry.steps:
-        return f"backend {entry.name} does not run step {config.step}"
+    if step_base(config.step) not in entry.steps:
+        return f"backend {entry.name} does not run step {step_base(config.step)}"
     return PRECISION_CANNOT_RUN.get((config.precision, device))
 
 

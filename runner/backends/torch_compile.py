@@ -21,6 +21,7 @@ from runner.matrix.text import truncate
 from runner.measure.context import CellContext
 from runner.measure.failure import headline, signature
 from runner.measure.subject import Subject
+from runner.steps.base import compile_program, compiled_parts, explain_target
 
 # Inductor modes whose compiled code replays CUDA graphs, which need a step marker per call.
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -58,8 +59,11 @@ class TorchCompile(Backend):
         config = self.config
         base = base_mode(config.mode)
         mode = None if base in (NO_MODE, "default") else base
-        compiled = torch.compile(
-            program, backend=config.backend, mode=mode, dynamic=dynamic_arg(config.dynamic)
+        compiled = compile_program(
+            program,
+            lambda part: torch.compile(
+                part, backend=config.backend, mode=mode, dynamic=dynamic_arg(config.dynamic)
+            ),
         )
         uses_cudagraphs = config.backend == "cudagraphs" or (
             config.backend == "inductor" and base in CUDAGRAPH_MODES
@@ -123,7 +127,9 @@ class CompiledModule(Compiled):
             reasons = " | ".join(dict.fromkeys(map(summarize_reason, self.unsupported_events)))
             ctx.note(f"dynamo captured no graph, the model ran eagerly: {reasons}")
             return
-        result.graph_break_count = self.first_graphs - 1
+        # Every graph beyond the program's separately compiled parts is a split.
+        parts = compiled_parts(self.program)
+        result.graph_break_count = max(0, self.first_graphs - parts)
         result.unique_break_count = 0
         events = sum(self.break_events.values())
         if events != result.graph_break_count:
@@ -139,8 +145,9 @@ class CompiledModule(Compiled):
         ctx.enter(BREAKS)
         result = ctx.result
         try:
+            target, args = explain_target(self.program, self.subject.inputs)
             with self.subject.autocast():
-                explained = torch._dynamo.explain(self.program)(*self.subject.inputs)
+                explained = torch._dynamo.explain(target)(*args)
         except Exception as exc:
             ctx.note(f"explain failed, break frames unknown: {signature(exc)}")
             result.graph_breaks = [

@@ -55,6 +55,38 @@ def _list(name: str):
     return parse
 
 
+def _step_list(text: str) -> tuple[str, ...]:
+    values = _list("step")(text)
+    for value in values:
+        try:
+            steps.get(value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return values
+
+
+def _train_steps(args) -> tuple[str, ...]:
+    """--step with --train-compile and --optimizer folded into each train step's name."""
+    extra = [
+        option
+        for option in (args.train_compile, args.optimizer)
+        if option not in (None, "loss", "adam")
+    ]
+    if not extra:
+        return args.step
+    named = []
+    for name in args.step:
+        if steps.base(name) == steps.TRAIN:
+            options = [o for o in steps.options(name)]
+            name = steps.OPTION.join([steps.TRAIN, *dict.fromkeys([*options, *extra])])
+            try:
+                steps.get(name)
+            except ValueError as error:
+                raise UsageError(f"--train-compile/--optimizer with --step: {error}") from None
+        named.append(name)
+    return tuple(dict.fromkeys(named))
+
+
 def _positive(kind, zero_ok: bool = False):
     def parse(text: str):
         try:
@@ -131,7 +163,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: bf16 (autocast) on cuda, fp32 on cpu",
     )
     axes.add_argument(
-        "--step", type=_axis("step", steps.names(), steps.PLANNED), default=(steps.INFER,)
+        "--step",
+        type=_step_list,
+        default=(steps.INFER,),
+        help="infer, train (forward, loss, backward, optimizer step), or both; a train "
+        "step's options ride on its name: train+model (only the model compiled, its loss "
+        "eager, as timm's benchmark does), train+all (the optimizer step compiled too), "
+        "+sgd (SGD instead of Adam)",
+    )
+    axes.add_argument(
+        "--train-compile",
+        choices=("loss", *steps.TRAIN_COMPILE),
+        default=None,
+        help="what of a train step is compiled: loss (the model and its loss as one "
+        "region, the default), model, all (the optimizer step too); the same as "
+        "writing train+model or train+all",
+    )
+    axes.add_argument(
+        "--optimizer",
+        choices=("adam", *steps.OPTIMIZERS),
+        default=None,
+        help="the train step's optimizer (default adam); --optimizer sgd is train+sgd",
     )
     cell = parser.add_argument_group("cells")
     cell.add_argument(
@@ -244,7 +296,7 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
         modes=args.modes,
         dynamic=args.dynamic,
         precisions=args.precision or (("bf16",) if device == "cuda" else ("fp32",)),
-        steps=args.step,
+        steps=_train_steps(args),
         device=device,
         batch_size=args.batch_size,
         seq_len=args.seq_len,

@@ -126,6 +126,9 @@ class CellResult:
     rmse: float | None = None
     eager_rmse: float | None = None
     accuracy_pass: bool | None = None
+    # the compared tensors that failed the rule, by name (a training step: loss, grad
+    # <param>, param <param>)
+    accuracy_failed: str | None = None
     # what ran: the batch that ran, where an out-of-memory retry halved the one asked
     # for (batch_size, the cell's key)
     batch_size_run: int | None = None

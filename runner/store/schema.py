@@ -228,6 +228,8 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             "ALTER TABLE results ADD COLUMN graph_ops BIGINT",
             "ALTER TABLE results ADD COLUMN dynamic_dims VARCHAR",
             "ALTER TABLE results ADD COLUMN export_issues VARCHAR",
+            # Which compared tensors failed the accuracy rule (training compares many).
+            "ALTER TABLE results ADD COLUMN accuracy_failed VARCHAR",
         ),
     ),
 ]
