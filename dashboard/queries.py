@@ -38,7 +38,8 @@ PREPARE = (
                 CASE WHEN axes.show_device THEN r.device END,
                 CASE WHEN axes.show_size THEN r.size END
             ) AS config,
-            r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
+            r.status, r.error_type, r.error_phase, r.error_signature, r.triage_rung,
+            r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.accuracy_pass, r.recorded_at,
             -- how far a side's median sits above its fastest sample (about 1.01 quiet);
@@ -257,6 +258,8 @@ SELECT
     count(DISTINCT model_id) AS models,
     list(DISTINCT model_id ORDER BY model_id) AS model_ids,
     list(DISTINCT config ORDER BY config) AS configs,
+    -- where the triage ladder placed the group's cells (--triage ladder)
+    coalesce(list(DISTINCT triage_rung) FILTER (WHERE triage_rung IS NOT NULL), []) AS rungs,
     min(result_id) AS example_result_id
 FROM chosen
 WHERE status <> 'pass'
@@ -375,4 +378,25 @@ SELECT c.env_id, any_value(e.torch) AS torch, any_value(e.gpu) AS gpu, count(*) 
 FROM results c LEFT JOIN environments e USING (env_id)
 GROUP BY c.env_id
 ORDER BY c.env_id
+"""
+
+# Graph-break types across the filtered cells (their newest rows), most models first: a
+# type is the first line of dynamo's message with its id in torch's graph-break registry;
+# rows recorded before types were kept fall back to their one-line reason.
+BREAK_TYPES = f"""
+WITH {_CHOSEN}
+SELECT
+    coalesce(g.break_type, g.reason) AS break_type,
+    coalesce(g.registry_id, 'unregistered') AS registry_id,
+    count(DISTINCT c.model_id) AS models,
+    sum(g.count) AS breaks,
+    count(DISTINCT c.result_id) AS cells,
+    any_value(g.reason) AS reason,
+    any_value(g.hints) AS hints,
+    coalesce(list(DISTINCT g.user_frame) FILTER (WHERE g.user_frame IS NOT NULL), [])
+        AS frames,
+    list(DISTINCT c.model_id ORDER BY c.model_id) AS model_ids
+FROM chosen c JOIN graph_breaks g USING (result_id)
+GROUP BY 1, 2
+ORDER BY models DESC, breaks DESC, break_type
 """

@@ -180,6 +180,11 @@ def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
 
 
 @_cached
+def break_types(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.BREAK_TYPES, filters.params())
+
+
+@_cached
 def model_cells(db: Database, model: str, run: tuple[str, ...]) -> pd.DataFrame:
     return db.query(queries.MODEL_CELLS, {"model": model, "run": list(run)})
 

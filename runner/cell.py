@@ -56,8 +56,11 @@ def measure_cell(
     gate: Gate = no_gate,
     model: torch.nn.Module | None = None,
     inputs_fn: InputsFn | None = None,
+    checks_only: bool = False,
 ) -> CellResult:
     """Measure ``cell`` and return its result; a model failure never raises.
+    ``checks_only``: stop after the accuracy check (no timing, memory, probe or breaks:
+    what triage asks of each rung of its ladder).
 
     ``report_phase(name)`` is called as each phase starts. ``gate()`` is entered around
     the timed calls and never around compiling; ``gate(TUNING)`` around compilers that
@@ -71,7 +74,7 @@ def measure_cell(
     ctx = CellContext(cell, result, report_phase, gate)
     with cold_compile_caches(), restored_process_state(ctx.notes):
         try:
-            CellProtocol(ctx).run(model, inputs_fn)
+            CellProtocol(ctx, checks_only=checks_only).run(model, inputs_fn)
         except Unsupported as outcome:
             result.status = UNSUPPORTED
             result.error_message = outcome.reason
@@ -103,9 +106,10 @@ def backend_for(ctx: CellContext) -> Backend:
 class CellProtocol:
     """The phases of one cell, in order; ``ctx.phase`` names the one running."""
 
-    def __init__(self, ctx: CellContext) -> None:
+    def __init__(self, ctx: CellContext, checks_only: bool = False) -> None:
         self.ctx = ctx
         self.result = ctx.result
+        self.checks_only = checks_only
 
     def run(self, model: torch.nn.Module | None, inputs_fn: InputsFn | None) -> None:
         ctx = self.ctx
@@ -147,6 +151,8 @@ class CellProtocol:
         result.first_call_s = compiled.first_call_s
         result.compile_s = compiled.compile_s
         self.check_accuracy(subject, step, reference, eager, compiled.first_outputs)
+        if self.checks_only:
+            return
         sides = Sides(self.ctx, subject, program, compiled)
         backend.before_timing(sides)
         with self.ctx.gate():

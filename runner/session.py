@@ -36,6 +36,8 @@ class Placement:
     quiet_timing: bool = False
     # A fresh worker process for every cell (the serial baseline of the benchmark).
     reuse_workers: bool = True
+    # Failing torch.compile cells climb the backend ladder (runner.triage).
+    triage: bool = False
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Session:
                     on_phase=on_phase,
                     deadline=deadline,
                     retry=retry,
+                    triage=placement.triage,
                 )
             except Interrupted:
                 outcome.status = "interrupted"

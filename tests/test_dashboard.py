@@ -99,8 +99,12 @@ def _tiles(page: str) -> list[tuple[str, str, str]]:
 def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_detail():
     page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status", [("status", "pass")])
     tiles = _tiles(page)
+    # timm/b passes with 2 graph breaks: the pale green of "pass with graph breaks".
     assert [color for color, _, _ in tiles] == [
-        charts.STATUS_COLORS[s] for s in ("pass", "compile_error", "pass", "oom")
+        charts.STATUS_COLORS["pass"],
+        charts.STATUS_COLORS["compile_error"],
+        charts.PASS_WITH_BREAKS_COLOR,
+        charts.STATUS_COLORS["oom"],
     ]
     # timm/b under inductor/default: the third tile (rows first, configs in order).
     _, link, tooltip = tiles[2]
@@ -309,7 +313,13 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert "Models 1–3 of 3" in page
     assert not at.get("plotly_chart")
     matrix = matrix_page(at)
-    for status, count in (("pass", 3), ("fail_accuracy", 1), ("compile_error", 1)):
+    # The fixture's vit passes with graph breaks: the legend splits the 3 passing cells.
+    for status, count in (
+        ("pass fullgraph", 2),
+        ("pass with graph breaks", 1),
+        ("fail_accuracy", 1),
+        ("compile_error", 1),
+    ):
         assert f"{status} ({count})" in matrix
     assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', matrix) == [
         "timm/convnext_atto", "timm/resnet18", VIT,
@@ -484,3 +494,19 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
     assert command[1:3] == ["-m", "dashboard.serve"] and command[3].endswith("dashboard/app.py")
     assert command[-2:] == ["--server.port", "9"]
     assert env["ZOO_DB"] == str(tmp_path / "my.duckdb") and env["ZOO_RUNS_DIR"] == str(tmp_path)
+
+
+def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):
+    at = no_exception(app.switch_page("pages_/breaks.py").run())
+    table = at.dataframe[0].value
+    # The fixture: one typed break (print) and one row from before types were kept.
+    assert list(table["registry id"]) == ["GB0085", "unregistered"] or list(
+        table["registry id"]
+    ) == ["unregistered", "GB0085"]
+    typed = table[table["registry id"] == "GB0085"].iloc[0]
+    assert typed["break type"] == "Failed to trace builtin operator"
+    assert typed["models"] == 1
+    at = no_exception(at.selectbox(key="break").set_value("Failed to trace builtin operator").run())
+    shown = [element.value for element in at.text]
+    assert "Failed to trace builtin operator: Dynamo does not know how to trace" in shown
+    assert "- Avoid calling builtin `print` in the compiled region." in shown

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
@@ -204,6 +206,17 @@ def cell_section(cell: dict) -> None:
         f"{cell['run_id'][:8]} {cell['label'] or ''}"
         + (f"\n- **Notes**: {cell['notes']}" if cell["notes"] else "")
     )
+    why = []
+    if cell.get("triage_rung"):
+        why.append(f"Triage (the backend ladder): {cell['triage_rung']}")
+        if cell.get("triage_detail"):
+            why.append(f"  the failing rung: {cell['triage_detail']}")
+    if cell.get("recompile_reasons"):
+        why.append("Recompiles, the guard that failed for each:")
+        why += [f"  {reason}" for reason in json.loads(cell["recompile_reasons"])]
+    if why:
+        # Stored text is data: shown as text.
+        st.text("\n".join(why))
     st.caption("Reproduce this cell")
     st.code(reproduce.zoo_run_command(cell), language="bash", wrap_lines=True)
     st.code(reproduce.python_snippet(cell), language="python")

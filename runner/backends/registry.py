@@ -57,6 +57,9 @@ class BackendEntry:
     # from installed package metadata only: asked inside the worker, whose cell is then
     # ``unsupported`` with that reason.
     availability: str | None = None
+    # Whether a failing cell of it can be triaged on the torch.compile backend ladder
+    # (runner.triage): the torch.compile backends.
+    ladder: bool = False
     # Why a listed backend without an implementation does not run; ``{version}`` is the
     # installed version of the distribution of its name.
     not_built: str | None = None
@@ -123,6 +126,7 @@ BACKENDS: dict[str, BackendEntry] = {
             modes=MODES,
             mode_options=INDUCTOR_OPTIONS,
             steps=_TRAINS,
+            ladder=True,
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -135,8 +139,17 @@ BACKENDS: dict[str, BackendEntry] = {
                 ("cpu", ANY_MODE): 40.0,
             },
         ),
-        BackendEntry("eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER),
-        BackendEntry("aot_eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER),
+        BackendEntry(
+            "eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER, ladder=True
+        ),
+        BackendEntry(
+            "aot_eager",
+            TORCH_PROCESS,
+            _TORCH_COMPILE,
+            steps=_TRAINS,
+            estimate=_OTHER,
+            ladder=True,
+        ),
         BackendEntry(
             "cudagraphs",
             TORCH_PROCESS,
@@ -144,6 +157,7 @@ BACKENDS: dict[str, BackendEntry] = {
             cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
             steps=_TRAINS,
             estimate=_OTHER,
+            ladder=True,
         ),
         # torch.export's program, run as exported (non-strict: today's default tracer;
         # strict: TorchDynamo's).
@@ -206,7 +220,9 @@ def get(name: str) -> BackendEntry:
     dynamo (``torch._dynamo.list_backends()``, its testing backends included) and runs
     through torch.compile; the command line offers only the listed ones."""
     entry = BACKENDS.get(name)
-    return entry if entry is not None else BackendEntry(name, TORCH_PROCESS, _TORCH_COMPILE)
+    if entry is None:
+        return BackendEntry(name, TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, ladder=True)
+    return entry
 
 
 def process_kind(backend: str) -> str:

@@ -5,13 +5,15 @@ with their reasons and user frames."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import counters, get_compilation_metrics
 
+from runner.backends import dynamo_breaks
 from runner.backends.base import Backend, Compiled
 from runner.backends.registry import base_mode, mode_options
 from runner.matrix.axes import NO_MODE
@@ -123,6 +125,7 @@ class CompiledModule(Compiled):
         """
         result = ctx.result
         result.graph_count = self.first_graphs
+        self.record_recompile_reasons(ctx)
         if self.first_graphs == 0:
             reasons = " | ".join(dict.fromkeys(map(summarize_reason, self.unsupported_events)))
             ctx.note(f"dynamo captured no graph, the model ran eagerly: {reasons}")
@@ -131,13 +134,8 @@ class CompiledModule(Compiled):
         parts = compiled_parts(self.program)
         result.graph_break_count = max(0, self.first_graphs - parts)
         result.unique_break_count = 0
-        events = sum(self.break_events.values())
-        if events != result.graph_break_count:
-            ctx.note(
-                f"dynamo counted {events} graph-break event(s) for "
-                f"{result.graph_break_count} graph split(s)"
-            )
-        if result.graph_break_count:
+        result.graph_break_events = 0
+        if result.graph_break_count or sum(self.break_events.values()):
             self.explain_graph_breaks(ctx)
 
     def explain_graph_breaks(self, ctx: CellContext) -> None:
@@ -151,20 +149,33 @@ class CompiledModule(Compiled):
         except Exception as exc:
             ctx.note(f"explain failed, break frames unknown: {signature(exc)}")
             result.graph_breaks = [
-                GraphBreak(summarize_reason(reason), None, count)
-                for reason, count in self.break_events.items()
+                graph_break(reason, None, count) for reason, count in self.break_events.items()
             ]
         else:
             if explained.graph_break_count != result.graph_break_count:
                 ctx.note(
-                    f"explain found {explained.graph_break_count} graph break(s), "
-                    f"the compiled run {result.graph_break_count}"
+                    f"the compiled run captured {self.first_graphs} graph(s), explain "
+                    f"{explained.graph_count}: the break count is explain's"
                 )
                 result.graph_break_count = explained.graph_break_count
             result.graph_breaks = merge_breaks(explained.break_reasons)
         finally:
             torch._dynamo.reset()
         result.unique_break_count = len({b.reason for b in result.graph_breaks})
+        result.graph_break_events = sum(b.count for b in result.graph_breaks)
+        types = sorted({b.break_type for b in result.graph_breaks if b.break_type})
+        result.break_types = json.dumps(types) if types else None
+
+    def record_recompile_reasons(self, ctx: CellContext) -> None:
+        """The guard that failed for each recompile of this cell (dynamo's compilation
+        metrics, cleared at the cell's start)."""
+        reasons = [
+            truncate(metric.recompile_reason, REASON_CHARS)
+            for metric in get_compilation_metrics()
+            if getattr(metric, "recompile_reason", None)
+        ]
+        if reasons:
+            ctx.result.recompile_reasons = json.dumps(reasons)
 
 
 def summarize_reason(reason: str) -> str:
@@ -173,15 +184,23 @@ def summarize_reason(reason: str) -> str:
     return truncate(headline(reason), REASON_CHARS)
 
 
+def graph_break(reason: str, frame: str | None, count: int = 1) -> GraphBreak:
+    """A break row of a reason as dynamo wrote it: its summary, type and registry id."""
+    break_type, registry_id, hints = dynamo_breaks.classify(reason)
+    return GraphBreak(summarize_reason(reason), frame, count, break_type, registry_id, hints)
+
+
 def merge_breaks(reasons: Iterable[Any]) -> list[GraphBreak]:
-    """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons."""
+    """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons,
+    its count the events explain recorded for it."""
     merged: dict[tuple[str, str | None], GraphBreak] = {}
     for reason in reasons:
-        key = (summarize_reason(reason.reason), user_frame(reason.user_stack))
+        frame = user_frame(reason.user_stack)
+        key = (summarize_reason(reason.reason), frame)
         if key in merged:
             merged[key].count += 1
         else:
-            merged[key] = GraphBreak(*key)
+            merged[key] = graph_break(reason.reason, frame)
     return list(merged.values())
 
 

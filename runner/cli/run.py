@@ -254,6 +254,15 @@ def build_parser() -> argparse.ArgumentParser:
         "timing there while it holds the GPU (default 0: none kept)",
     )
     run.add_argument(
+        "--triage",
+        choices=("none", "ladder"),
+        default="none",
+        help="ladder: a torch.compile cell that fails (compile_error, fail_accuracy, crash) "
+        "climbs eager, aot_eager, aot_eager_decomp_partition and its own backend in a fresh "
+        "worker, and its row names the first rung that failed (costs time on failing "
+        "cells only; the cell's status stays)",
+    )
+    run.add_argument(
         "--time-limit",
         type=_positive(float),
         default=None,
@@ -400,6 +409,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         gpus=tuple(gpus),
         timing_cpus_per_gpu=args.timing_cpus,
         quiet_timing=quiet_timing,
+        triage=args.triage == "ladder",
     )
     session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())
     total = len(plan.cells)

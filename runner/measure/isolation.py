@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 
 import torch
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import clear_compilation_metrics, counters
 
 from runner.measure.failure import signature
 
@@ -63,6 +63,8 @@ def restored_process_state(notes: list[str]) -> Iterator[None]:
     default_dtype = torch.get_default_dtype()
     torch._dynamo.reset()
     counters.clear()
+    # Per-cell compilation metrics (recompile reasons).
+    clear_compilation_metrics()
     try:
         yield
     finally:

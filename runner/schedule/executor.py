@@ -19,7 +19,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from runner.backends.registry import XLA_PROCESS, process_kind
@@ -30,6 +30,8 @@ from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResul
 from runner.measure.host import format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
+from runner.triage import TRIAGE, wants_triage
+from runner.triage import merge as merge_triage
 from zoo.errors import Interrupted
 
 # How long a new worker may take to import torch and friends before the cell's own
@@ -302,13 +304,16 @@ class Executor:
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
         deadline: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
+        triage: bool = False,
     ) -> None:
         """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
         starts after ``deadline`` (``time.monotonic()``); those left get no result.
         ``retry(cell, result)`` may give a cell to run again instead of reporting the
         result (a smaller batch after running out of memory): it runs next, in a fresh
         worker, deadline or not, and the result reported in the end says in its notes
-        what the earlier attempts ended as.
+        what the earlier attempts ended as. ``triage``: a torch.compile cell that failed is
+        reported only after a triage job of it (``runner.triage``) ran in a fresh worker,
+        with the job's verdict in its row.
 
         Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
         cells that were running then get no result.
@@ -316,6 +321,8 @@ class Executor:
         queue = deque(cells)
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
+        # Failing results waiting for their triage job, by cell key.
+        held: dict[str, CellResult] = {}
         planned = len(queue)
         meter = usage.CpuMeter()
         self._cell_s = self._lock_wait_s = 0.0
@@ -341,6 +348,14 @@ class Executor:
                             if retried is not None:
                                 earlier.setdefault(cell.key, []).append(_attempt(cell, result))
                                 again.append(retried)
+                            elif cell.extra.get(TRIAGE):
+                                original = held.pop(cell.key)
+                                merge_triage(original, result)
+                                on_result(original)
+                            elif triage and wants_triage(cell, result):
+                                _with_attempts(result, earlier.pop(cell.key, []))
+                                held[cell.key] = result
+                                again.append(replace(cell, extra={**cell.extra, TRIAGE: True}))
                             else:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)
@@ -364,6 +379,10 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             slots = []
+            # Finished cells whose triage was under way are recorded, untriaged.
+            for result in held.values():
+                result.triage_rung = "triage interrupted"
+                on_result(result)
             raise Interrupted() from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a

@@ -24,7 +24,7 @@ import duckdb
 from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.clock import utc_now
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS, environment_id
-from runner.matrix.results import CellResult, result_columns
+from runner.matrix.results import CellResult, GraphBreak, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
@@ -230,6 +230,16 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             "ALTER TABLE results ADD COLUMN export_issues VARCHAR",
             # Which compared tensors failed the accuracy rule (training compares many).
             "ALTER TABLE results ADD COLUMN accuracy_failed VARCHAR",
+            # Why it broke: break types and registry ids, events, recompile reasons,
+            # the triage ladder's verdict.
+            "ALTER TABLE results ADD COLUMN graph_break_events BIGINT",
+            "ALTER TABLE results ADD COLUMN break_types VARCHAR",
+            "ALTER TABLE results ADD COLUMN recompile_reasons VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_rung VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_detail VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN break_type VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN registry_id VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN hints VARCHAR",
         ),
     ),
 ]
@@ -429,6 +439,11 @@ def result_column_types() -> dict[str, str]:
 
 
 RESULT_TYPES = result_column_types()
+# ``graph_breaks`` columns from ``GraphBreak`` (beside result_id, run_id, cell_key, idx).
+BREAK_TYPES = {
+    f.name: sql_type(typing.get_type_hints(GraphBreak)[f.name]) for f in fields(GraphBreak)
+}
+BREAK_COLUMNS = tuple(BREAK_TYPES)
 
 
 @dataclass
