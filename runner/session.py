@@ -36,8 +36,8 @@ class Placement:
     quiet_timing: bool = False
     # A fresh worker process for every cell (the serial baseline of the benchmark).
     reuse_workers: bool = True
-    # Failing torch.compile cells climb the backend ladder (runner.triage).
-    triage: bool = False
+    # Failing torch.compile cells are triaged in this mode (runner.triage.MODES), or not.
+    triage: str | None = None
 
 
 @dataclass

@@ -125,10 +125,14 @@ def test_a_dynamo_failure_is_triaged_to_dynamo_in_a_sweep(tmp_path):
 
 
 @pytest.mark.inductor
-def test_an_inductor_only_failure_is_triaged_to_inductor(tmp_path):
+def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
+    """Inductor's own testing switch makes its CPU relu wrong: the ladder's three rungs
+    pass, Inductor fails, and its compiler bisector names the relu lowering."""
     db = tmp_path / "zoo.duckdb"
     args = ["--module", f"{BREAKING}:InductorReluBug", "--backends", "inductor"]
-    assert zoo_run([*args, "--device", "cpu", "--triage", "ladder", "--db", str(db)]) == 0
+    assert zoo_run([*args, "--device", "cpu", "--triage", "bisect", "--db", str(db)]) == 0
     (row,) = rows(db)
     assert row["status"] == "fail_accuracy"
     assert (row["triage_rung"], row["triage_detail"]) == ("fails in inductor", "fail_accuracy")
+    assert row["triage_bisect"].startswith("inductor/lowerings")
+    assert ": relu" in row["triage_bisect"]

@@ -255,12 +255,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--triage",
-        choices=("none", "ladder"),
+        choices=("none", "ladder", "bisect"),
         default="none",
         help="ladder: a torch.compile cell that fails (compile_error, fail_accuracy, crash) "
         "climbs eager, aot_eager, aot_eager_decomp_partition and its own backend in a fresh "
         "worker, and its row names the first rung that failed (costs time on failing "
-        "cells only; the cell's status stays)",
+        "cells only; the cell's status stays); bisect: also, where that rung is inductor, "
+        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell)",
     )
     run.add_argument(
         "--time-limit",
@@ -409,7 +410,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
         gpus=tuple(gpus),
         timing_cpus_per_gpu=args.timing_cpus,
         quiet_timing=quiet_timing,
-        triage=args.triage == "ladder",
+        triage=None if args.triage == "none" else args.triage,
     )
     session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())
     total = len(plan.cells)

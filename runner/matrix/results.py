@@ -94,6 +94,9 @@ class CellResult:
     # (dynamo, aot autograd, decompositions/partitioning, the backend itself) and what
     triage_rung: str | None = None
     triage_detail: str | None = None
+    # with --triage bisect, for a cell that fails in Inductor: the subsystem Inductor's
+    # compiler bisector names (backend/subsystem, pass number, its debug text)
+    triage_bisect: str | None = None
     # torch.export (the export and aot_inductor backends): the exported graph's nodes and
     # operator calls, the input dims it took as dynamic (JSON, one list per input), and
     # for a program that did not export, what torch.export.draft_export found (JSON:

@@ -304,16 +304,16 @@ class Executor:
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
         deadline: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
-        triage: bool = False,
+        triage: str | None = None,
     ) -> None:
         """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
         starts after ``deadline`` (``time.monotonic()``); those left get no result.
         ``retry(cell, result)`` may give a cell to run again instead of reporting the
         result (a smaller batch after running out of memory): it runs next, in a fresh
         worker, deadline or not, and the result reported in the end says in its notes
-        what the earlier attempts ended as. ``triage``: a torch.compile cell that failed is
-        reported only after a triage job of it (``runner.triage``) ran in a fresh worker,
-        with the job's verdict in its row.
+        what the earlier attempts ended as. ``triage`` (a mode of ``runner.triage``): a
+        torch.compile cell that failed is reported only after a triage job of it ran in a
+        fresh worker, with the job's verdict in its row.
 
         Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
         cells that were running then get no result.
@@ -355,7 +355,7 @@ class Executor:
                             elif triage and wants_triage(cell, result):
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 held[cell.key] = result
-                                again.append(replace(cell, extra={**cell.extra, TRIAGE: True}))
+                                again.append(replace(cell, extra={**cell.extra, TRIAGE: triage}))
                             else:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)

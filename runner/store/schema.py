@@ -237,6 +237,7 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             "ALTER TABLE results ADD COLUMN recompile_reasons VARCHAR",
             "ALTER TABLE results ADD COLUMN triage_rung VARCHAR",
             "ALTER TABLE results ADD COLUMN triage_detail VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_bisect VARCHAR",
             "ALTER TABLE graph_breaks ADD COLUMN break_type VARCHAR",
             "ALTER TABLE graph_breaks ADD COLUMN registry_id VARCHAR",
             "ALTER TABLE graph_breaks ADD COLUMN hints VARCHAR",
