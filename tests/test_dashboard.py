@@ -7,9 +7,12 @@ import ast
 import base64
 import html
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -26,7 +29,8 @@ from runner.store.db import Store
 from runner.store.schema import RunRecord
 from tests.dashboard_data import ENV, SIGNATURE, build, cell, timed
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "dashboard" / "app.py"
 VIT = "timm/vit_tiny_patch16_224"
 
 
@@ -510,3 +514,62 @@ def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):
     shown = [element.value for element in at.text]
     assert "Failed to trace builtin operator: Dynamo does not know how to trace" in shown
     assert "- Avoid calling builtin `print` in the compiled region." in shown
+
+
+def _snippet_cell(**values):
+    """A recorded CPU cell of a tiny model, as the dashboard has it."""
+    cell = dict(
+        model_id="timm/test_resnet",
+        suite="timm",
+        backend="eager",
+        mode="none",
+        dynamic="false",
+        precision="fp32",
+        step="infer",
+        batch_size=2,
+        seq_len=None,
+        size="full",
+        device="cpu",
+        input_shapes="[[2, 3, 160, 160]]",
+    )
+    return {**cell, **values}
+
+
+def _run_snippets(snippets: list[str]) -> None:
+    """Each snippet as its own script, all in one interpreter per call of this (XLA's
+    apart: torchax breaks torch.compile in the process that imports it)."""
+    code = "\n".join(
+        f"exec(compile({snippet!r}, 'snippet-{i}', 'exec'), {{'__name__': 'snippet'}})"
+        for i, snippet in enumerate(snippets)
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_reproduce_snippets_run_for_every_kind_of_cell():
+    torch_cells = [
+        _snippet_cell(),
+        _snippet_cell(backend="aot_eager", step="train"),
+        _snippet_cell(backend="export", mode="strict", dynamic="true", batch_size=4),
+        _snippet_cell(backend="export", mode="non-strict", precision="bf16"),
+        _snippet_cell(
+            model_id="hf/BertForMaskedLM",
+            suite="hf",
+            backend="aot_eager",
+            size="tiny",
+            seq_len=16,
+            input_shapes=None,
+        ),
+    ]
+    _run_snippets([reproduce.python_snippet(cell) for cell in torch_cells])
+    xla_cells = [
+        _snippet_cell(backend="xla", precision="bf16"),
+        _snippet_cell(backend="xla_export"),
+    ]
+    _run_snippets([reproduce.python_snippet(cell) for cell in xla_cells])
+    hf = reproduce.zoo_run_command(torch_cells[-1])
+    assert "--size tiny" in hf and "--seq-len 16" in hf

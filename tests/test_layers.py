@@ -36,7 +36,12 @@ RANKS = {
     "dashboard": 11,
 }
 # What the dashboard may import of the runner: what browsing results needs, no torch.
-DASHBOARD_RUNNER = ("runner.matrix", "runner.store.schema", "runner.backends.registry")
+DASHBOARD_RUNNER = (
+    "runner.matrix",
+    "runner.store.schema",
+    "runner.backends.registry",
+    "runner.steps.registry",
+)
 
 
 def module_name(path: Path) -> str:

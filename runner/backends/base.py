@@ -19,11 +19,12 @@ from typing import Any
 
 import torch
 
+from runner.backends import registry
 from runner.matrix.phases import COMPILED_RUN, EAGER, MEMORY, TIMING, WARM_UP
 from runner.measure.context import CellContext
 from runner.measure.isolation import seed_everything
 from runner.measure.profile import profile_call, record_profiles
-from runner.measure.subject import AUTOCAST, Subject, Treatment
+from runner.measure.subject import Subject, Treatment
 from runner.measure.tensors import host_tensors
 from runner.measure.timing import (
     HELD_WARMUPS,
@@ -106,12 +107,11 @@ class Sides:
 class Backend(ABC):
     """One backend's route for a cell (constructed inside the worker, per cell)."""
 
-    # How a bf16/fp16 cell's precision is applied (runner.measure.subject).
-    treatment: Treatment = AUTOCAST
-
     def __init__(self, ctx: CellContext) -> None:
         self.ctx = ctx
         self.config = ctx.cell.config
+        # How a bf16/fp16 cell's precision is applied (its registry entry says).
+        self.treatment: Treatment = registry.get(self.config.backend).treatment
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

@@ -57,6 +57,12 @@ class BackendEntry:
     # from installed package metadata only: asked inside the worker, whose cell is then
     # ``unsupported`` with that reason.
     availability: str | None = None
+    # How a bf16/fp16 cell's precision is applied: "autocast" (the model stays fp32) or
+    # "cast" (model and inputs cast, eager side too: autocast does not cross into JAX).
+    treatment: str = "autocast"
+    # The Python lines that compile ``model`` into ``compiled`` as the cell did, for the
+    # dashboard's reproduce snippet (runner.backends.reproduce fills the placeholders).
+    snippet: str = "compiled = torch.compile(model, backend={backend}{mode}, dynamic={dynamic})"
     # Whether a failing cell of it can be triaged on the torch.compile backend ladder
     # (runner.triage): the torch.compile backends.
     ladder: bool = False
@@ -166,6 +172,11 @@ BACKENDS: dict[str, BackendEntry] = {
             TORCH_PROCESS,
             "runner.backends.export:Export",
             modes=EXPORT_MODES,
+            snippet=(
+                "with {precision}:\n"
+                "    program = torch.export.export(model, inputs, strict={strict}{shapes})\n"
+                "compiled = program.module()"
+            ),
             estimate={("cuda", ANY_MODE): 25.0, ("cpu", ANY_MODE): 15.0},
         ),
         # Non-strict export, compiled ahead of time by Inductor into a package, loaded, run.
@@ -174,6 +185,12 @@ BACKENDS: dict[str, BackendEntry] = {
             TORCH_PROCESS,
             "runner.backends.export:AotInductor",
             modes=AOT_INDUCTOR_MODES,
+            snippet=(
+                "with {precision}:\n"
+                "    program = torch.export.export(model, inputs{shapes})\n"
+                "package = torch._inductor.aoti_compile_and_package(program{configs})\n"
+                "compiled = torch._inductor.aoti_load_package(package)"
+            ),
             estimate={
                 ("cuda", ANY_MODE): 60.0,
                 ("cuda", "max-autotune"): 330.0,
@@ -181,9 +198,38 @@ BACKENDS: dict[str, BackendEntry] = {
             },
         ),
         # torch modules under jax.jit through torchax, and torch.export -> JAX.
-        BackendEntry("xla", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY),
         BackendEntry(
-            "xla_export", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY
+            "xla",
+            XLA_PROCESS,
+            _XLA,
+            estimate=_OTHER,
+            availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet=(
+                "import jax\nimport torchax\n\n"
+                "env = torchax.default_env()\n"
+                "states, function = torchax.extract_jax(model)\n"
+                "jitted = jax.jit(function)\n"
+                "compiled = lambda *xs: env.j2t_copy(jitted(states, env.t2j_copy(xs)))"
+            ),
+        ),
+        BackendEntry(
+            "xla_export",
+            XLA_PROCESS,
+            _XLA,
+            estimate=_OTHER,
+            availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet=(
+                "import jax\nimport torchax\nimport torchax.export\n"
+                "from torch.nn.attention import SDPBackend, sdpa_kernel\n\n"
+                "env = torchax.default_env()\n"
+                "with sdpa_kernel(SDPBackend.MATH):\n"
+                "    program = torch.export.export(model, inputs{shapes})\n"
+                "    states, function = torchax.export.exported_program_to_jax(program)\n"
+                "jitted = jax.jit(function)\n"
+                "compiled = lambda *xs: env.j2t_copy(jitted(states, env.t2j_copy(xs)))"
+            ),
         ),
         BackendEntry(
             "torch_xla",
@@ -191,6 +237,8 @@ BACKENDS: dict[str, BackendEntry] = {
             None,
             estimate=_OTHER,
             availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet="# torch_xla cells are not run by zoo-matrix: nothing to reproduce\ncompiled = model",
             # No torch_xla release pairs with the torch this project pins (torch_xla 2.9
             # needs torch 2.9), so there is nothing to build its run against yet.
             not_built="torch_xla {version} is installed, but zoo-matrix does not run torch_xla "
