@@ -2,7 +2,7 @@
 
 zoo <- runner.matrix <- {runner.measure, runner.store} <- runner.steps <- runner.backends
 <- runner.cell <- runner.schedule <- {runner.plan, runner.env, runner.report} <-
-runner.session <- runner.cli; the dashboard imports only the torch-free vocabulary
+runner.cluster <- runner.session <- runner.cli; the dashboard imports only the torch-free vocabulary
 (runner.matrix, runner.store.schema, runner.backends.registry and what they import).
 CONTRIBUTING.md says where a new module goes.
 """
@@ -30,9 +30,10 @@ RANKS = {
     "runner.plan": 7,
     "runner.env": 7,
     "runner.report": 7,
-    "runner.session": 8,
-    "runner.cli": 9,
-    "dashboard": 10,
+    "runner.cluster": 8,
+    "runner.session": 9,
+    "runner.cli": 10,
+    "dashboard": 11,
 }
 # What the dashboard may import of the runner: what browsing results needs, no torch.
 DASHBOARD_RUNNER = ("runner.matrix", "runner.store.schema", "runner.backends.registry")
