@@ -18,13 +18,16 @@ with the same constraints).
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import signal
 import socket
+import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from runner.env import fingerprints
@@ -107,6 +110,25 @@ def _ray():
     return ray
 
 
+def _has_ray() -> bool:
+    """Whether Ray can be imported, asked without importing it."""
+    try:
+        return importlib.util.find_spec("ray") is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+        return False
+
+
+def _started_here() -> str | None:
+    """The address of the cluster ``ray start`` last started on this machine, read where
+    Ray's own ``address="auto"`` reads it, without importing Ray (whose loopback setting
+    depends on the address)."""
+    root = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    try:
+        return (root / "ray_current_cluster").read_text().strip() or None
+    except OSError:
+        return None
+
+
 def _split_address(address: str) -> tuple[str, int] | None:
     host, sep, port = address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit():
@@ -132,7 +154,14 @@ class Cluster:
         """Connect to the cluster at ``address`` (``host:port`` of its head; None: the
         one ``ray start`` started on this machine, or ``RAY_ADDRESS``). Raises
         ``UsageError`` when Ray is missing or no cluster answers there."""
-        wanted = address or os.environ.get("RAY_ADDRESS") or "auto"
+        if not _has_ray():
+            raise UsageError(INSTALL_HINT)
+        wanted = address or os.environ.get("RAY_ADDRESS") or _started_here()
+        if wanted is None:
+            raise UsageError(
+                "--executor ray: no Ray cluster was started on this machine (`ray start "
+                "--head`, README: Past one machine); pass its address with --ray-address"
+            )
         parts = _split_address(wanted)
         if parts is not None and parts[0] in LOOPBACK:
             # Ray swaps a loopback address for this host's outside address, where a
