@@ -141,7 +141,7 @@ class Session:
             with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir:
                 executor = Executor(
                     Path(workdir),
-                    workers=placement.workers,
+                    workers=placement.workers or 1,
                     gpus=list(placement.gpus),
                     timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
                     quiet_timing=placement.quiet_timing,

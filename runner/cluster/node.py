@@ -31,7 +31,7 @@ from runner.schedule.usage import each_hold
 from zoo.errors import Interrupted
 
 
-class _Feed:
+class CellQueue:
     """The cells handed to this node, taken by its executor as workers free up."""
 
     def __init__(self) -> None:
@@ -69,7 +69,7 @@ class NodeRunner:
         self.host = socket.gethostname()
         self.env = environment.capture(device)
         self.gpus = environment.gpu_uuids() if device == "cuda" else []
-        self._feed = _Feed()
+        self._feed = CellQueue()
         self._events: list[tuple[str, Any]] = []
         self._events_lock = threading.Lock()
         self._thread: threading.Thread | None = None

@@ -346,7 +346,7 @@ class Executor:
         worker, deadline or not, and the result reported in the end says in its notes
         what the earlier attempts ended as.
 
-        ``cells`` may be a ``CellFeed``: the run then lasts until the feed is closed and
+        ``cells`` may be a ``CellFeed``: the run then lasts until the feed is exhausted and
         every cell taken from it is done.
 
         Raises ``Interrupted`` on Ctrl-C, SIGTERM (where run in the main thread) or
