@@ -132,3 +132,42 @@ def summary_table(results: list[CellResult]) -> Table:
 
 def plan_lines(cells: list[Cell]) -> list[str]:
     return [f"{cell.describe()} · batch {cell.batch_size or 'model-defined'}" for cell in cells]
+
+
+def node_table(nodes: list) -> Table:
+    """A cluster run per node (``runner.cluster.executor.NodeStats``): its GPUs and
+    workers, its cells by status, its pace, and whether it was lost."""
+    table = Table(title="per node")
+    table.add_column("node")
+    table.add_column("GPUs", justify="right")
+    table.add_column("workers", justify="right")
+    table.add_column("cells", justify="right")
+    table.add_column("passed", justify="right")
+    table.add_column("other statuses")
+    table.add_column("cells/hour", justify="right")
+    table.add_column("lost")
+    for node in nodes:
+        others = ", ".join(
+            f"{node.statuses[s]} {s}" for s in STATUSES if s != PASS and node.statuses.get(s)
+        )
+        rate = node.cells_per_hour()
+        table.add_row(
+            node.name,
+            str(node.gpus),
+            str(node.workers),
+            str(node.cells),
+            str(node.statuses.get(PASS, 0)),
+            others or "-",
+            f"{rate:.0f}" if rate else "-",
+            node.lost or "-",
+        )
+    return table
+
+
+def node_lines(nodes: list) -> list[str]:
+    """What bounded each node of a cluster run (``runner.schedule.usage.Usage``)."""
+    return [
+        f"{node.name}: {summary}"
+        for node in nodes
+        if node.usage is not None and (summary := node.usage.summary())
+    ]

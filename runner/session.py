@@ -10,9 +10,9 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from runner.env import rows as environment_rows
 from runner.matrix.cells import Cell
@@ -23,12 +23,17 @@ from runner.store.db import Store
 from runner.store.schema import RunRecord
 from zoo.errors import Interrupted
 
+if TYPE_CHECKING:
+    from runner.cluster.executor import Cluster, NodeStats
+
 
 @dataclass(frozen=True)
 class Placement:
-    """Where and how a run's cells execute (``runner.schedule.executor.Executor``)."""
+    """Where and how a run's cells execute (``runner.schedule.executor.Executor``; on a
+    cluster, on each node)."""
 
-    workers: int = 1
+    # None: each cluster node's default (runner.schedule.cpus.default_workers).
+    workers: int | None = 1
     # GPUs (UUIDs) to spread workers over, a GPU named more than once standing for as
     # many slots; none on CPU.
     gpus: tuple[str, ...] = ()
@@ -51,6 +56,11 @@ class Outcome:
     usage: Usage | None = None
     # Every lock hold of the run's workers: (worker, key, kind, start, end), wall clock.
     holds: list[tuple[str, str, str, float, float]] = field(default_factory=list)
+    # A cluster run: each node's part (its usage there; ``usage`` stays None).
+    nodes: list[NodeStats] = field(default_factory=list)
+    # Why an interrupted run stopped, when not Ctrl-C, and the exit status it calls for.
+    reason: str = ""
+    exit_code: int = 0
 
     @property
     def interrupted(self) -> bool:
@@ -85,12 +95,19 @@ class Session:
         on_started: Callable[[str], None] = lambda run_id: None,
         stop_after_s: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
+        cluster: Cluster | None = None,
+        on_node: Callable[[Cell, str], None] = lambda cell, node: None,
     ) -> Outcome:
         """Run ``cells``; ``on_started`` gets the run id once the run is recorded, each
         result is recorded, then handed to ``on_result``. No cell
         starts after ``stop_after_s`` seconds (those left get no row); ``retry`` may run a
         cell again instead of recording its result (``runner.plan.smaller_batch``). Ctrl-C and SIGTERM
-        end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost."""
+        end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost.
+
+        With ``cluster`` (``runner.cluster.executor.Cluster``, its nodes started) the
+        cells run on its nodes, each with ``placement``'s workers (None: the node's
+        default); ``on_node`` gets each cell and the node it started on. This process
+        stays the one writer of the store."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
         if self.store is not None:
@@ -108,29 +125,39 @@ class Session:
 
         started = time.monotonic()
         deadline = started + stop_after_s if stop_after_s is not None else None
-        with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir:
-            executor = Executor(
-                Path(workdir),
-                workers=placement.workers,
-                gpus=list(placement.gpus),
-                timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
-                quiet_timing=placement.quiet_timing,
-                reuse_workers=placement.reuse_workers,
-            )
+        callbacks = {"on_result": record, "on_start": on_start, "on_phase": on_phase}
+        if cluster is not None:
+            from runner.cluster.executor import RayExecutor
+
+            ray_executor = RayExecutor(cluster, asdict(placement))
             try:
-                executor.run(
-                    cells,
-                    on_result=record,
-                    on_start=on_start,
-                    on_phase=on_phase,
-                    deadline=deadline,
-                    retry=retry,
-                    triage=placement.triage,
+                ray_executor.run(
+                    cells, **callbacks, deadline=deadline, retry=retry, on_node=on_node
                 )
-            except Interrupted:
+            except Interrupted as error:
                 outcome.status = "interrupted"
-            outcome.usage = executor.usage
-            outcome.holds = list(each_hold(Path(workdir)))
+                outcome.reason, outcome.exit_code = str(error), error.exit_code
+            outcome.nodes = ray_executor.stats
+            outcome.holds = list(ray_executor.holds)
+        else:
+            with tempfile.TemporaryDirectory(prefix="zoo-run-") as workdir:
+                executor = Executor(
+                    Path(workdir),
+                    workers=placement.workers or 1,
+                    gpus=list(placement.gpus),
+                    timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
+                    quiet_timing=placement.quiet_timing,
+                    reuse_workers=placement.reuse_workers,
+                )
+                try:
+                    executor.run(
+                        cells, **callbacks, deadline=deadline, retry=retry, triage=placement.triage
+                    )
+                except Interrupted as error:
+                    outcome.status = "interrupted"
+                    outcome.reason, outcome.exit_code = str(error), error.exit_code
+                outcome.usage = executor.usage
+                outcome.holds = list(each_hold(Path(workdir)))
         outcome.elapsed_s = time.monotonic() - started
         if self.store is not None:
             self.store.finish_run(run.run_id, outcome.status, len(outcome.results))

@@ -1,8 +1,9 @@
 """The layers of the code base, read from the imports (ast): every arrow points down.
 
 zoo <- runner.matrix <- {runner.measure, runner.store} <- runner.steps <- runner.backends
-<- runner.cell <- runner.triage <- runner.schedule <- {runner.plan, runner.env, runner.report} <-
-runner.session <- runner.cli; the dashboard imports only the torch-free vocabulary
+<- runner.cell <- runner.triage <- runner.schedule <- {runner.plan, runner.env, runner.report}
+<- runner.cluster <- runner.session <- runner.cli; the dashboard imports only the torch-free
+vocabulary
 (runner.matrix, runner.store.schema, runner.backends.registry and what they import).
 CONTRIBUTING.md says where a new module goes.
 """
@@ -31,9 +32,10 @@ RANKS = {
     "runner.plan": 8,
     "runner.env": 8,
     "runner.report": 8,
-    "runner.session": 9,
-    "runner.cli": 10,
-    "dashboard": 11,
+    "runner.cluster": 9,
+    "runner.session": 10,
+    "runner.cli": 11,
+    "dashboard": 12,
 }
 # What the dashboard may import of the runner: what browsing results needs, no torch.
 DASHBOARD_RUNNER = (

@@ -36,6 +36,13 @@ class Interrupted(ZooMatrixError):
     exit_code = 130
 
 
+class NodesLost(Interrupted):
+    """Every node of a cluster run died with cells left; the cells they held are
+    recorded or were run elsewhere, the rest are left for the same command to resume."""
+
+    exit_code = 1
+
+
 def run_command(prog: str, body, *args, **kwargs) -> int:
     """``body(*args, **kwargs)``'s exit status, the one handler of every console command:
     an error of ours is printed as ``prog: error: message`` (plain text on stderr) and

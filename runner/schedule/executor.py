@@ -16,11 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from runner.backends.registry import XLA_PROCESS, process_kind
 from runner.matrix.cells import Cell
@@ -59,6 +61,34 @@ WAITING_FOR_GPU = "lock"
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
+
+
+@runtime_checkable
+class CellFeed(Protocol):
+    """Cells that arrive while a run is under way (a cluster's node is handed cells as
+    its workers free up): ``take`` never blocks, since the executor polls its workers
+    between calls."""
+
+    def take(self) -> Cell | None:
+        """The next cell, or None when there is none for now."""
+        ...
+
+    def exhausted(self) -> bool:
+        """Every cell has been taken and no more will come."""
+        ...
+
+
+class _ListFeed:
+    """A feed of a fixed list of cells."""
+
+    def __init__(self, cells: Iterable[Cell]):
+        self.cells = deque(cells)
+
+    def take(self) -> Cell | None:
+        return self.cells.popleft() if self.cells else None
+
+    def exhausted(self) -> bool:
+        return not self.cells
 
 
 @dataclass
@@ -243,6 +273,7 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        self._stop = threading.Event()
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
         self._cell_s = 0.0
@@ -296,9 +327,14 @@ class Executor:
         name = f"worker-{self._spawned}"
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
+    def stop(self) -> None:
+        """End a ``run()`` under way in another thread as Ctrl-C would: its workers are
+        killed and it raises ``Interrupted``."""
+        self._stop.set()
+
     def run(
         self,
-        cells: Iterable[Cell],
+        cells: Iterable[Cell] | CellFeed,
         on_result: Callable[[CellResult], None],
         on_start: Callable[[Cell], None] = lambda cell: None,
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
@@ -315,23 +351,37 @@ class Executor:
         torch.compile cell that failed is reported only after a triage job of it ran in a
         fresh worker, with the job's verdict in its row.
 
-        Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
-        cells that were running then get no result.
+        ``cells`` may be a ``CellFeed``: the run then lasts until the feed is exhausted and
+        every cell taken from it is done.
+
+        Raises ``Interrupted`` on Ctrl-C, SIGTERM (where run in the main thread) or
+        ``stop()``, after killing every worker; the cells that were running then get no
+        result.
         """
-        queue = deque(cells)
+        feed = cells if isinstance(cells, CellFeed) else _ListFeed(cells)
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
         # Failing results waiting for their triage job, by cell key.
         held: dict[str, CellResult] = {}
-        planned = len(queue)
+        planned = 0
+        past_deadline = False
         meter = usage.CpuMeter()
         self._cell_s = self._lock_wait_s = 0.0
+        self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # Only the main thread may set a signal handler (a cluster node runs this in one
+        # of its own threads, and stops it with stop()).
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _raise_interrupt) if in_main else None
         try:
-            while queue or again or any(w is not None and w.running for w in slots):
+            while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt
                 if deadline is not None and time.monotonic() >= deadline:
-                    queue.clear()
+                    past_deadline = True
+                busy = any(w is not None and w.running for w in slots)
+                if not (again or busy) and (past_deadline or feed.exhausted()):
+                    break
                 for index, worker in enumerate(slots):
                     if worker is not None and worker.running:
                         cell = worker.running.cell
@@ -359,8 +409,13 @@ class Executor:
                             else:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)
-                    if (worker is None or not worker.running) and (again or queue):
-                        cell = (again or queue).popleft()
+                    if worker is None or not worker.running:
+                        if again:
+                            cell = again.popleft()
+                        elif past_deadline or (cell := feed.take()) is None:
+                            continue
+                        else:
+                            planned += 1
                         kind = process_kind(cell.config.backend)
                         if worker is not None and worker.kind != kind:
                             worker.kill()
@@ -390,7 +445,8 @@ class Executor:
             for worker in slots:
                 if worker is not None:
                     worker.kill()
-            signal.signal(signal.SIGTERM, previous)
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
             lock_wait = self._lock_wait_s / self._cell_s if self._cell_s else None
             self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
 
