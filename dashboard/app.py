@@ -87,6 +87,7 @@ def main() -> None:
             st.Page(PAGES / "summary.py", title="Summary", icon=":material/bar_chart:"),
             st.Page(PAGES / "detail.py", title="Model detail", icon=":material/search:"),
             st.Page(PAGES / "failures.py", title="Failures", icon=":material/error:"),
+            st.Page(PAGES / "breaks.py", title="Graph breaks", icon=":material/link_off:"),
             st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
         ]
     )

@@ -32,6 +32,8 @@ STATUS_COLORS = {
     "crash": "#262626",
     "unsupported": "#bdbdbd",
 }
+# A passing cell that broke its graph: pale green beside fullgraph's green.
+PASS_WITH_BREAKS_COLOR = "#a1d99b"
 UNKNOWN_STATUS_COLOR = "#f781bf"
 NO_SPEEDUP_COLOR = "#d9d9d9"
 # Speedup colours run on log2 from 0.5x (red) through 1x (yellow) to 3x (green).
@@ -177,6 +179,9 @@ def _tile_style(row, color_by: str) -> str:
     if color_by == "speedup":
         timed = pd.notna(row.speedup) and row.speedup > 0
         return speedup_color(row.speedup) if timed else NO_SPEEDUP_COLOR
+    breaks = getattr(row, "graph_break_count", None)
+    if row.status == "pass" and breaks is not None and pd.notna(breaks) and breaks > 0:
+        return PASS_WITH_BREAKS_COLOR
     return STATUS_COLORS.get(row.status, UNKNOWN_STATUS_COLOR)
 
 
@@ -337,14 +342,25 @@ def status_legend(cells: pd.DataFrame, color_by: str) -> str:
         return legend + _badge_legend(cells)
     counts = cells["status"].value_counts()
     ordered = [s for s in STATUSES if s in counts] + sorted(set(counts.index) - set(STATUSES))
-    legend = " · ".join(
-        f'<span style="color:{STATUS_COLORS.get(s, UNKNOWN_STATUS_COLOR)}">■</span> '
-        f"{html.escape(str(s))} ({counts[s]:,})"
-        for s in ordered
-    )
+    entries = []
+    for status in ordered:
+        count = counts[status]
+        if status == "pass" and "graph_break_count" in cells:
+            broken = int(((cells["status"] == "pass") & (cells["graph_break_count"] > 0)).sum())
+            if broken:
+                entries.append(_legend(STATUS_COLORS["pass"], "pass fullgraph", count - broken))
+                entries.append(_legend(PASS_WITH_BREAKS_COLOR, "pass with graph breaks", broken))
+                continue
+        entries.append(_legend(STATUS_COLORS.get(status, UNKNOWN_STATUS_COLOR), status, count))
     return (
-        legend + _badge_legend(cells) + (" <small>(cells on this page)</small>" if ordered else "")
+        " · ".join(entries)
+        + _badge_legend(cells)
+        + (" <small>(cells on this page)</small>" if ordered else "")
     )
+
+
+def _legend(color: str, label: str, count: int) -> str:
+    return f'<span style="color:{color}">■</span> {html.escape(str(label))} ({count:,})'
 
 
 _SWATCH = "display:inline-block;width:11px;height:11px;vertical-align:-1px;background-color:#9e9e9e"

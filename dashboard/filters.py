@@ -23,13 +23,14 @@ SEARCH_KEY = "q"
 SEARCH_MAX_CHARS = 100
 # Shown first in the sidebar; the rest sit under "More filters".
 MAIN_FILTERS = ("status", "family", "backend", "mode")
-MORE_FILTERS = ("suite", "dynamic", "precision", "size", "device", "bound", "timing", "run")
+MORE_FILTERS = ("suite", "step", "dynamic", "precision", "size", "device", "bound", "timing", "run")
 LABELS = {
     "status": "Status",
     "family": "Family",
     "backend": "Backend",
     "mode": "Mode (inductor)",
     "suite": "Suite",
+    "step": "Step (infer, train)",
     "dynamic": "Dynamic shapes",
     "precision": "Precision",
     "size": "Size",
@@ -61,6 +62,7 @@ class Filters:
     mode: tuple[str, ...] = ()
     dynamic: tuple[str, ...] = ()
     precision: tuple[str, ...] = ()
+    step: tuple[str, ...] = ()
     size: tuple[str, ...] = ()
     device: tuple[str, ...] = ()
     bound: tuple[str, ...] = ()

@@ -59,7 +59,8 @@ PREPARE = (
                 CASE WHEN axes.show_device THEN r.device END,
                 CASE WHEN axes.show_size THEN r.size END
             ) AS config,
-            r.status, r.error_type, r.error_phase, r.error_signature, r.graph_break_count,
+            r.status, r.error_type, r.error_phase, r.error_signature, r.triage_rung,
+            r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.accuracy_pass, r.recorded_at,
             {_disturbance("r")} AS timing_disturbance,
@@ -102,7 +103,8 @@ _CHOSEN = """
             $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
             $status::VARCHAR[] AS status, $backend::VARCHAR[] AS backend,
             $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
-            $precision::VARCHAR[] AS precision, $size::VARCHAR[] AS size,
+            $precision::VARCHAR[] AS precision, $step::VARCHAR[] AS step,
+            $size::VARCHAR[] AS size,
             $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
             $timing::VARCHAR[] AS timing,
             lower($search::VARCHAR) AS search
@@ -129,6 +131,7 @@ _CHOSEN = """
             AND (len(p.mode) = 0 OR list_contains(p.mode, s.mode))
             AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, s.dynamic))
             AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
+            AND (len(p.step) = 0 OR list_contains(p.step, s.step))
             AND (len(p.size) = 0 OR list_contains(p.size, s.size))
             AND (len(p.device) = 0 OR list_contains(p.device, s.device))
             AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
@@ -149,6 +152,7 @@ SELECT
     coalesce(list(DISTINCT mode) FILTER (WHERE mode IS NOT NULL), []) AS mode,
     coalesce(list(DISTINCT dynamic) FILTER (WHERE dynamic IS NOT NULL), []) AS dynamic,
     coalesce(list(DISTINCT precision) FILTER (WHERE precision IS NOT NULL), []) AS precision,
+    coalesce(list(DISTINCT step ORDER BY step) FILTER (WHERE step IS NOT NULL), []) AS step,
     coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
     coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
     coalesce(list(DISTINCT bound ORDER BY bound) FILTER (WHERE bound IS NOT NULL), []) AS bound,
@@ -276,6 +280,8 @@ SELECT
     count(DISTINCT model_id) AS models,
     list(DISTINCT model_id ORDER BY model_id) AS model_ids,
     list(DISTINCT config ORDER BY config) AS configs,
+    -- where the triage ladder placed the group's cells (--triage ladder)
+    coalesce(list(DISTINCT triage_rung) FILTER (WHERE triage_rung IS NOT NULL), []) AS rungs,
     min(result_id) AS example_result_id
 FROM chosen
 WHERE status <> 'pass'
@@ -395,4 +401,25 @@ SELECT c.env_id, any_value(e.torch) AS torch, any_value(e.gpu) AS gpu, count(*) 
 FROM results c LEFT JOIN environments e USING (env_id)
 GROUP BY c.env_id
 ORDER BY c.env_id
+"""
+
+# Graph-break types across the filtered cells (their newest rows), most models first: a
+# type is the first line of dynamo's message with its id in torch's graph-break registry;
+# rows recorded before types were kept fall back to their one-line reason.
+BREAK_TYPES = f"""
+WITH {_CHOSEN}
+SELECT
+    coalesce(g.break_type, g.reason) AS break_type,
+    coalesce(g.registry_id, 'unregistered') AS registry_id,
+    count(DISTINCT c.model_id) AS models,
+    sum(g.count) AS breaks,
+    count(DISTINCT c.result_id) AS cells,
+    any_value(g.reason) AS reason,
+    any_value(g.hints) AS hints,
+    coalesce(list(DISTINCT g.user_frame) FILTER (WHERE g.user_frame IS NOT NULL), [])
+        AS frames,
+    list(DISTINCT c.model_id ORDER BY c.model_id) AS model_ids
+FROM chosen c JOIN graph_breaks g USING (result_id)
+GROUP BY 1, 2
+ORDER BY models DESC, breaks DESC, break_type
 """

@@ -33,6 +33,7 @@ FACET_COLUMNS = (
     "mode",
     "dynamic",
     "precision",
+    "step",
     "size",
     "device",
     "bound",
@@ -177,6 +178,11 @@ def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
 @_cached
 def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
     return db.query(queries.FAILURE_GROUPS, filters.params())
+
+
+@_cached
+def break_types(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.BREAK_TYPES, filters.params())
 
 
 @_cached

@@ -1,4 +1,11 @@
-"""How to reproduce a recorded cell: the ``zoo-run`` command and a minimal Python snippet."""
+"""How to reproduce a recorded cell: the ``zoo-run`` command and a minimal Python snippet.
+
+The snippet builds the model as the cell did (timm by name; HF and user models through
+zoo-matrix's catalogue, at the cell's size, batch and sequence length), applies the
+cell's precision as its backend does (autocast, or a cast for the XLA routes), compiles
+it with the lines the backend's registry entry gives (``runner.backends.registry``) and
+makes one call (one training step for train cells).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,9 @@ import shlex
 from collections.abc import Mapping
 
 import pandas as pd
+
+from runner.backends import registry
+from runner.steps import registry as steps
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
 _DYNAMIC = {"false": "False", "true": "True", "auto": "None"}
@@ -41,6 +51,10 @@ def zoo_run_command(cell: Mapping) -> str:
         args += ["--step", cell["step"]]
     if _present(cell.get("batch_size")):
         args += ["--batch-size", str(int(cell["batch_size"]))]
+    if _present(cell.get("seq_len")):
+        args += ["--seq-len", str(int(cell["seq_len"]))]
+    if cell.get("size") and cell["suite"] == "hf":
+        args += ["--size", cell["size"]]
     args += ["--device", cell["device"]]
     return shlex.join(args)
 
@@ -57,17 +71,12 @@ def _input_shapes(cell: Mapping) -> list[list[int]] | None:
     return None
 
 
-def python_snippet(cell: Mapping) -> str:
-    """A minimal script: build the model, compile it as the cell did, call it once."""
-    device = cell["device"]
-    batch = int(cell["batch_size"]) if _present(cell.get("batch_size")) else 2
-    lines = ["import torch"]
+def _build_lines(cell: Mapping, device: str, batch: int, training: bool) -> list[str]:
+    mode = "train" if training else "eval"
     if cell["suite"] == "timm":
         name = cell["model_id"].removeprefix("timm/")
-        lines[0:0] = ["import timm"]
-        lines += [
-            "",
-            f"model = timm.create_model({_q(name)}, pretrained=False).eval().to({_q(device)})",
+        lines = [
+            f"model = timm.create_model({_q(name)}, pretrained=False).{mode}().to({_q(device)})"
         ]
         shapes = _input_shapes(cell)
         if shapes:
@@ -80,18 +89,75 @@ def python_snippet(cell: Mapping) -> str:
                 f"inputs = (torch.randn({batch}, *model.pretrained_cfg['input_size'], "
                 f"device={_q(device)}),)"
             )
+        return lines
+    # Other suites build from configs through zoo-matrix's catalogue (no downloads).
+    if cell["suite"] == "custom":
+        select = f"select(None, [{_q(_custom_module(cell['model_id']))}])"
+        sized = []
     else:
-        # Other suites build from configs through zoo-matrix's catalogue (no downloads).
-        lines[0:0] = ["from zoo.catalog import select"]
-        if cell["suite"] == "custom":
-            select = f"select(None, [{_q(_custom_module(cell['model_id']))}])"
-        else:
-            select = f"select([{_q(cell['model_id'])}])"
+        select = f"select([{_q(cell['model_id'])}])"
+        # The cell's size; a full-size model above 1B parameters is cut in depth as the
+        # cell's was (the notes say so), unless the run asked for another --max-params.
+        sized = [f"spec = replace(spec, size={_q(cell['size'])}, device={_q(device)})"]
+    seq = int(cell["seq_len"]) if _present(cell.get("seq_len")) else None
+    return [
+        f"(spec,) = {select}",
+        *sized,
+        f"model = spec.build().{mode}().to({_q(device)})",
+        f"inputs = spec.example_inputs({batch}, {_q(device)}, {seq})",
+    ]
+
+
+def _compile_lines(cell: Mapping, entry: registry.BackendEntry, autocast: str) -> list[str]:
+    mode = cell["mode"]
+    base, options = registry.base_mode(mode), registry.mode_options(mode)
+    dynamic = cell["dynamic"] != "false"
+    lines = []
+    if options:
+        lines.append("import torch._inductor.config as inductor_config")
+        lines += [f"inductor_config.{option} = True" for option in options]
+    shapes = (
+        ", dynamic_shapes=tuple({d: torch.export.Dim.AUTO for d in range(x.dim())} for x in inputs)"
+        if dynamic
+        else ""
+    )
+    text = entry.snippet.format(
+        backend=_q(cell["backend"]),
+        mode=f", mode={_q(base)}" if base != "none" else "",
+        dynamic=_DYNAMIC.get(cell["dynamic"], "None"),
+        strict="True" if base == "strict" else "False",
+        shapes=shapes,
+        configs=', inductor_configs={"max_autotune": True}' if base == "max-autotune" else "",
+        precision=autocast,
+    )
+    return lines + text.splitlines()
+
+
+def python_snippet(cell: Mapping) -> str:
+    """A minimal script: build the model, compile it as the cell did, call it once."""
+    device = cell["device"]
+    batch = int(cell["batch_size"]) if _present(cell.get("batch_size")) else 2
+    training = steps.base(cell.get("step") or steps.INFER) == steps.TRAIN
+    entry = registry.get(cell["backend"])
+    dtype = _DTYPES.get(cell["precision"])
+    casts = entry.treatment == "cast" and dtype is not None
+    autocast = (
+        f"torch.autocast({_q(device)}, dtype={dtype})"
+        if dtype is not None and not casts
+        else "contextlib.nullcontext()"
+    )
+    lines = ["import contextlib", "", "import torch"]
+    if cell["suite"] == "timm":
+        lines.insert(2, "import timm")
+    else:
+        lines += ["from dataclasses import replace", "", "from zoo.catalog import select"]
+    lines.append("")
+    lines += _build_lines(cell, device, batch, training)
+    if casts:
         lines += [
-            "",
-            f"(spec,) = {select}",
-            f"model = spec.build().eval().to({_q(device)})",
-            f"inputs = spec.example_inputs({batch}, {_q(device)})",
+            f"# The {cell['backend']} route casts model and inputs (autocast does not reach JAX)",
+            f"model = model.to({dtype})",
+            f"inputs = tuple(x.to({dtype}) if x.is_floating_point() else x for x in inputs)",
         ]
     if cell["precision"] == "fp32" and device == "cuda":
         lines += [
@@ -99,17 +165,28 @@ def python_snippet(cell: Mapping) -> str:
             "torch.backends.cuda.matmul.allow_tf32 = False",
             "torch.backends.cudnn.allow_tf32 = False",
         ]
-    options = [f"backend={_q(cell['backend'])}"]
-    if cell["mode"] != "none":
-        options.append(f"mode={_q(cell['mode'])}")
-    options.append(f"dynamic={_DYNAMIC.get(cell['dynamic'], 'None')}")
-    lines.append(f"compiled = torch.compile(model, {', '.join(options)})")
-    context = "torch.no_grad()"
-    if cell["precision"] in _DTYPES:
-        context += f", torch.autocast({_q(device)}, dtype={_DTYPES[cell['precision']]})"
-    lines += [
-        f"with {context}:",
-        "    out = compiled(*inputs)",
-        "print(type(out).__name__, getattr(out, 'shape', ''))",
-    ]
+    if training:
+        lines += [
+            "optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True)",
+            "# zoo-run compiles the model with its loss (see runner/steps/train.py for the",
+            "# loss of each suite); the mean of the output stands in for it here",
+        ]
+    lines += _compile_lines(cell, entry, autocast)
+    if training:
+        lines += [
+            "optimizer.zero_grad(set_to_none=True)",
+            f"with {autocast}:",
+            "    out = compiled(*inputs)",
+            "    first = out[0] if isinstance(out, (tuple, list)) else out",
+            "    loss = getattr(first, 'logits', first).float().mean()",
+            "loss.backward()",
+            "optimizer.step()",
+            "print('loss', loss.item())",
+        ]
+    else:
+        lines += [
+            f"with torch.no_grad(), {autocast}:",
+            "    out = compiled(*inputs)",
+            "print(type(out).__name__, getattr(out, 'shape', ''))",
+        ]
     return "\n".join(lines) + "\n"

@@ -45,6 +45,8 @@ from runner.steps.base import Step
 # The reference model is a float64 copy: it must leave room for the measured model.
 FP64_REF_CUDA_FREE_FRACTION = 0.25
 FP64_REF_CPU_BYTES = 4 * 2**30
+# Names of failing outputs kept in the row (a training step compares every parameter).
+ACCURACY_FAILED_SHOWN = 20
 
 
 def measure_cell(
@@ -54,8 +56,11 @@ def measure_cell(
     gate: Gate = no_gate,
     model: torch.nn.Module | None = None,
     inputs_fn: InputsFn | None = None,
+    checks_only: bool = False,
 ) -> CellResult:
     """Measure ``cell`` and return its result; a model failure never raises.
+    ``checks_only``: stop after the accuracy check (no timing, memory, probe or breaks:
+    what triage asks of each rung of its ladder).
 
     ``report_phase(name)`` is called as each phase starts. ``gate()`` is entered around
     the timed calls and never around compiling; ``gate(TUNING)`` around compilers that
@@ -69,7 +74,7 @@ def measure_cell(
     ctx = CellContext(cell, result, report_phase, gate)
     with cold_compile_caches(), restored_process_state(ctx.notes):
         try:
-            CellProtocol(ctx).run(model, inputs_fn)
+            CellProtocol(ctx, checks_only=checks_only).run(model, inputs_fn)
         except Unsupported as outcome:
             result.status = UNSUPPORTED
             result.error_message = outcome.reason
@@ -101,14 +106,15 @@ def backend_for(ctx: CellContext) -> Backend:
 class CellProtocol:
     """The phases of one cell, in order; ``ctx.phase`` names the one running."""
 
-    def __init__(self, ctx: CellContext) -> None:
+    def __init__(self, ctx: CellContext, checks_only: bool = False) -> None:
         self.ctx = ctx
         self.result = ctx.result
+        self.checks_only = checks_only
 
     def run(self, model: torch.nn.Module | None, inputs_fn: InputsFn | None) -> None:
         ctx = self.ctx
         backend = backend_for(ctx)
-        step = steps.load(ctx.cell.config.step)
+        step = steps.load(ctx.cell)
         with backend.session():
             subject = self.build(backend, step, model, inputs_fn)
             with step.grad_mode(), subject.fp32_treatment():
@@ -124,7 +130,9 @@ class CellProtocol:
                     subject, step.program(subject.model), step.outputs, eager_once_s
                 )
                 try:
-                    self.measure_compiled(backend, subject, program, compiled, reference, eager)
+                    self.measure_compiled(
+                        backend, step, subject, program, compiled, reference, eager
+                    )
                 finally:
                     compiled.close()
         self.result.status = PASS if self.result.accuracy_pass else FAIL_ACCURACY
@@ -132,6 +140,7 @@ class CellProtocol:
     def measure_compiled(
         self,
         backend: Backend,
+        step: Step,
         subject: Subject,
         program: Callable[..., Any],
         compiled: Compiled,
@@ -141,7 +150,9 @@ class CellProtocol:
         result = self.result
         result.first_call_s = compiled.first_call_s
         result.compile_s = compiled.compile_s
-        self.check_accuracy(subject, reference, eager, compiled.first_outputs)
+        self.check_accuracy(subject, step, reference, eager, compiled.first_outputs)
+        if self.checks_only:
+            return
         sides = Sides(self.ctx, subject, program, compiled)
         backend.before_timing(sides)
         with self.ctx.gate():
@@ -175,6 +186,7 @@ class CellProtocol:
         subject = Subject.build(ctx.cell, model=model, treatment=backend.treatment)
         ctx.notes.extend(subject.build_notes)
         step.prepare(subject.model)
+        ctx.notes.extend(step.notes(subject.model))
         self.result.param_count = subject.param_count()
         self.result.precision_treatment = backend.precision_treatment(subject)
         ctx.phase = INPUTS
@@ -241,6 +253,7 @@ class CellProtocol:
     def check_accuracy(
         self,
         subject: Subject,
+        step: Step,
         reference: list[torch.Tensor],
         eager: list[torch.Tensor],
         compiled: list[torch.Tensor],
@@ -255,6 +268,12 @@ class CellProtocol:
         result.eager_rmse = accuracy.eager_rmse
         if accuracy.failure:
             self.ctx.note(f"accuracy: {accuracy.failure}")
+        if accuracy.failed:
+            names = step.output_names(len(compiled))
+            failed = [names[i] if i < len(names) else f"output {i}" for i in accuracy.failed]
+            shown = failed[:ACCURACY_FAILED_SHOWN]
+            more = len(failed) - len(shown)
+            result.accuracy_failed = ", ".join(shown) + (f" and {more} more" if more else "")
 
     def probe_shape_change(self, subject: Subject, compiled: Compiled) -> None:
         """Dynamic cells: one call on inputs of another shape, and what it recompiled."""

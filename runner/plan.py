@@ -43,7 +43,8 @@ class PlanOptions:
     """The axes and per-cell settings a run was asked for."""
 
     backends: tuple[str, ...]
-    modes: tuple[str, ...]
+    # None: each backend's default mode.
+    modes: tuple[str, ...] | None
     dynamic: tuple[str, ...]
     precisions: tuple[str, ...]
     steps: tuple[str, ...]
@@ -69,8 +70,11 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
     """The columns asked for, and one line per combination dropped for the device (the
     reasons are the registries', ``runner.backends.registry.cannot_run``)."""
     wanted: list[CellConfig] = []
+    missing: list[str] = []
     for backend in options.backends:
         modes = backends.get(backend).modes_for(options.modes)
+        if not modes:
+            missing.append(backends.get(backend).describe_modes())
         for mode, dynamic, precision, step in itertools.product(
             modes, options.dynamic, options.precisions, options.steps
         ):
@@ -88,6 +92,7 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
     for reason, count in reasons.items():
         plural = "s" if count > 1 else ""
         dropped.append(f"dropped {count} config{plural}: {reason}")
+    dropped += [f"no mode asked for fits: {what}" for what in missing]
     return kept, dropped
 
 
@@ -110,7 +115,8 @@ def spec_for_cell(spec: ModelSpec, options: PlanOptions) -> ModelSpec:
 
 
 def default_timeout_s(config: CellConfig) -> float:
-    return AUTOTUNE_TIMEOUT_S if config.mode in AUTOTUNE_MODES else DEFAULT_TIMEOUT_S
+    autotunes = backends.base_mode(config.mode) in AUTOTUNE_MODES
+    return AUTOTUNE_TIMEOUT_S if autotunes else DEFAULT_TIMEOUT_S
 
 
 def estimate_cell_s(cell: Cell) -> float:

@@ -61,7 +61,8 @@ def cell_line(result: CellResult, done: int, total: int) -> Text:
     before = [
         f"[{done}/{total}]",
         f"{result.model_id}",
-        f"{result.backend}{mode} dyn={result.dynamic} {result.precision}",
+        f"{result.backend}{mode} dyn={result.dynamic} {result.precision}"
+        + ("" if result.step == "infer" else f" {result.step}"),
     ]
     after = []
     if result.speedup is not None:
@@ -98,7 +99,14 @@ def summary_table(results: list[CellResult]) -> Table:
     """Per config: passed/total, the other statuses, geomean speedup, median compile."""
     by_config: dict[tuple, list[CellResult]] = defaultdict(list)
     for result in results:
-        key = (result.device, result.backend, result.mode, result.dynamic, result.precision)
+        key = (
+            result.device,
+            result.backend,
+            result.mode,
+            result.dynamic,
+            result.precision,
+            result.step,
+        )
         by_config[key].append(result)
     table = Table(title="zoo-run summary")
     table.add_column("config")
@@ -108,7 +116,7 @@ def summary_table(results: list[CellResult]) -> Table:
     table.add_column("median compile s", justify="right")
     table.add_column("graph breaks", justify="right")
     for key in sorted(by_config):
-        device, backend, mode, dynamic, precision = key
+        device, backend, mode, dynamic, precision, step = key
         rows = by_config[key]
         passed = [r for r in rows if r.status == PASS]
         others = Counter(r.status for r in rows if r.status != PASS)
@@ -118,7 +126,11 @@ def summary_table(results: list[CellResult]) -> Table:
         breaks = sum(r.graph_break_count or 0 for r in rows)
         mode_text = "" if mode == NO_MODE else f"/{mode}"
         table.add_row(
-            Text(f"{backend}{mode_text} dyn={dynamic} {precision} {device}"),
+            Text(
+                f"{backend}{mode_text} dyn={dynamic} {precision}"
+                + ("" if step == "infer" else f" {step}")
+                + f" {device}"
+            ),
             f"{len(passed)}/{len(rows)}",
             Text(other_text or "-"),
             f"{speedup:.2f}x" if speedup else "-",
@@ -130,3 +142,42 @@ def summary_table(results: list[CellResult]) -> Table:
 
 def plan_lines(cells: list[Cell]) -> list[str]:
     return [f"{cell.describe()} · batch {cell.batch_size or 'model-defined'}" for cell in cells]
+
+
+def node_table(nodes: list) -> Table:
+    """A cluster run per node (``runner.cluster.executor.NodeStats``): its GPUs and
+    workers, its cells by status, its pace, and whether it was lost."""
+    table = Table(title="per node")
+    table.add_column("node")
+    table.add_column("GPUs", justify="right")
+    table.add_column("workers", justify="right")
+    table.add_column("cells", justify="right")
+    table.add_column("passed", justify="right")
+    table.add_column("other statuses")
+    table.add_column("cells/hour", justify="right")
+    table.add_column("lost")
+    for node in nodes:
+        others = ", ".join(
+            f"{node.statuses[s]} {s}" for s in STATUSES if s != PASS and node.statuses.get(s)
+        )
+        rate = node.cells_per_hour()
+        table.add_row(
+            node.name,
+            str(node.gpus),
+            str(node.workers),
+            str(node.cells),
+            str(node.statuses.get(PASS, 0)),
+            others or "-",
+            f"{rate:.0f}" if rate else "-",
+            node.lost or "-",
+        )
+    return table
+
+
+def node_lines(nodes: list) -> list[str]:
+    """What bounded each node of a cluster run (``runner.schedule.usage.Usage``)."""
+    return [
+        f"{node.name}: {summary}"
+        for node in nodes
+        if node.usage is not None and (summary := node.usage.summary())
+    ]

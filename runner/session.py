@@ -11,8 +11,8 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from runner.env import rows as environment_rows
 from runner.matrix.cells import Cell
@@ -24,12 +24,17 @@ from runner.store.db import Store
 from runner.store.schema import RunRecord
 from zoo.errors import Interrupted
 
+if TYPE_CHECKING:
+    from runner.cluster.executor import Cluster, NodeStats
+
 
 @dataclass(frozen=True)
 class Placement:
-    """Where and how a run's cells execute (``runner.schedule.executor.Executor``)."""
+    """Where and how a run's cells execute (``runner.schedule.executor.Executor``; on a
+    cluster, on each node)."""
 
-    workers: int = 1
+    # None: each cluster node's default (runner.schedule.cpus.default_workers).
+    workers: int | None = 1
     # GPUs (UUIDs) to spread workers over, a GPU named more than once standing for as
     # many slots; none on CPU.
     gpus: tuple[str, ...] = ()
@@ -37,6 +42,8 @@ class Placement:
     quiet_timing: bool = False
     # A fresh worker process for every cell (the serial baseline of the benchmark).
     reuse_workers: bool = True
+    # Failing torch.compile cells are triaged in this mode (runner.triage.MODES), or not.
+    triage: str | None = None
 
 
 @dataclass
@@ -50,6 +57,11 @@ class Outcome:
     usage: Usage | None = None
     # Every lock hold of the run's workers: (worker, key, kind, start, end), wall clock.
     holds: list[tuple[str, str, str, float, float]] = field(default_factory=list)
+    # A cluster run: each node's part (its usage there; ``usage`` stays None).
+    nodes: list[NodeStats] = field(default_factory=list)
+    # Why an interrupted run stopped, when not Ctrl-C, and the exit status it calls for.
+    reason: str = ""
+    exit_code: int = 0
     # The signal that interrupted it (SIGINT for Ctrl-C, SIGTERM), if one did.
     stopped_by: signal.Signals | None = None
 
@@ -87,6 +99,8 @@ class Session:
         on_note: Callable[[str], None] = lambda text: None,
         stop_after_s: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
+        cluster: Cluster | None = None,
+        on_node: Callable[[Cell, str], None] = lambda cell, node: None,
     ) -> Outcome:
         """Run ``cells``; ``on_started`` gets the run id once the run is recorded, each
         result is recorded, then handed to ``on_result``. No cell
@@ -95,7 +109,12 @@ class Session:
         end the run as ``interrupted``, in-flight cells dropped, nothing recorded lost;
         an error of ours ends it as ``failed`` (and is raised). First, runs of dead
         processes are marked ``abandoned`` and their temporary folders removed; ``on_note``
-        gets a line for each."""
+        gets a line for each.
+
+        With ``cluster`` (``runner.cluster.executor.Cluster``, its nodes started) the
+        cells run on its nodes, each with ``placement``'s workers (None: the node's
+        default); ``on_node`` gets each cell and the node it started on. This process
+        stays the one writer of the store."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
         if self.store is not None:
@@ -122,29 +141,45 @@ class Session:
         started = time.monotonic()
         deadline = started + stop_after_s if stop_after_s is not None else None
         try:
-            with run_workdir(run.run_id) as workdir:
-                executor = Executor(
-                    workdir,
-                    workers=placement.workers,
-                    gpus=list(placement.gpus),
-                    timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
-                    quiet_timing=placement.quiet_timing,
-                    reuse_workers=placement.reuse_workers,
-                )
+            callbacks = {"on_result": record, "on_start": on_start, "on_phase": on_phase}
+            if cluster is not None:
+                from runner.cluster.executor import RayExecutor
+
+                ray_executor = RayExecutor(cluster, asdict(placement))
                 try:
-                    executor.run(
-                        cells,
-                        on_result=record,
-                        on_start=on_start,
-                        on_phase=on_phase,
-                        deadline=deadline,
-                        retry=retry,
+                    ray_executor.run(
+                        cells, **callbacks, deadline=deadline, retry=retry, on_node=on_node
                     )
-                except Interrupted as interrupted:
+                except Interrupted as error:
                     outcome.status = "interrupted"
-                    outcome.stopped_by = interrupted.signal
-                outcome.usage = executor.usage
-                outcome.holds = list(each_hold(workdir))
+                    outcome.reason, outcome.exit_code = str(error), error.exit_code
+                    outcome.stopped_by = error.signal
+                outcome.nodes = ray_executor.stats
+                outcome.holds = list(ray_executor.holds)
+            else:
+                with run_workdir(run.run_id) as workdir:
+                    executor = Executor(
+                        workdir,
+                        workers=placement.workers or 1,
+                        gpus=list(placement.gpus),
+                        timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
+                        quiet_timing=placement.quiet_timing,
+                        reuse_workers=placement.reuse_workers,
+                    )
+                    try:
+                        executor.run(
+                            cells,
+                            **callbacks,
+                            deadline=deadline,
+                            retry=retry,
+                            triage=placement.triage,
+                        )
+                    except Interrupted as error:
+                        outcome.status = "interrupted"
+                        outcome.reason, outcome.exit_code = str(error), error.exit_code
+                        outcome.stopped_by = error.signal
+                    outcome.usage = executor.usage
+                    outcome.holds = list(each_hold(workdir))
         except BaseException:
             # Not left `running`: the rows it did record are counted.
             if self.store is not None:

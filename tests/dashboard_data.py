@@ -160,7 +160,14 @@ def build(root: Path) -> tuple[Path, Path]:
                 "aot_eager",
                 "pass",
                 graph_breaks=[
-                    GraphBreak("call_function print", "timm/models/vision_transformer.py:42"),
+                    GraphBreak(
+                        "Failed to trace builtin operator: Dynamo does not know how to trace",
+                        "timm/models/vision_transformer.py:42",
+                        1,
+                        "Failed to trace builtin operator",
+                        "GB0085",
+                        '["Avoid calling builtin `print` in the compiled region."]',
+                    ),
                     GraphBreak("data-dependent branch", "timm/layers/attention.py:7", 2),
                 ],
                 **breaks,

@@ -7,9 +7,12 @@ import ast
 import base64
 import html
 import json
+import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -37,7 +40,8 @@ from tests.dashboard_data import (
     timed,
 )
 
-APP = Path(__file__).resolve().parents[1] / "dashboard" / "app.py"
+ROOT = Path(__file__).resolve().parents[1]
+APP = ROOT / "dashboard" / "app.py"
 VIT = "timm/vit_tiny_patch16_224"
 
 
@@ -117,8 +121,12 @@ def _tiles(page: str) -> list[tuple[str, str, str]]:
 def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_detail():
     page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status", [("status", "pass")])
     tiles = _tiles(page)
+    # timm/b passes with 2 graph breaks: the pale green of "pass with graph breaks".
     assert [color for color, _, _ in tiles] == [
-        charts.STATUS_COLORS[s] for s in ("pass", "compile_error", "pass", "oom")
+        charts.STATUS_COLORS["pass"],
+        charts.STATUS_COLORS["compile_error"],
+        charts.PASS_WITH_BREAKS_COLOR,
+        charts.STATUS_COLORS["oom"],
     ]
     # timm/b under inductor/default: the third tile (rows first, configs in order).
     _, link, tooltip = tiles[2]
@@ -340,7 +348,13 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert "Models 1–3 of 3" in page
     assert not at.get("plotly_chart")
     matrix = matrix_page(at)
-    for status, count in (("pass", 3), ("fail_accuracy", 1), ("compile_error", 1)):
+    # The fixture's vit passes with graph breaks: the legend splits the 3 passing cells.
+    for status, count in (
+        ("pass fullgraph", 2),
+        ("pass with graph breaks", 1),
+        ("fail_accuracy", 1),
+        ("compile_error", 1),
+    ):
         assert f"{status} ({count})" in matrix
     assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', matrix) == [
         "timm/convnext_atto", "timm/resnet18", VIT,
@@ -608,3 +622,78 @@ def test_charts_show_data_as_text_not_plotly_markup():
     )  # fmt: skip
     (trace,) = charts.speedup_vs_compile(points).data
     assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]
+
+
+def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):
+    at = no_exception(app.switch_page("pages_/breaks.py").run())
+    table = at.dataframe[0].value
+    # The fixture: one typed break (print) and one row from before types were kept.
+    assert list(table["registry id"]) == ["GB0085", "unregistered"] or list(
+        table["registry id"]
+    ) == ["unregistered", "GB0085"]
+    typed = table[table["registry id"] == "GB0085"].iloc[0]
+    assert typed["break type"] == "Failed to trace builtin operator"
+    assert typed["models"] == 1
+    at = no_exception(at.selectbox(key="break").set_value("Failed to trace builtin operator").run())
+    shown = [element.value for element in at.text]
+    assert "Failed to trace builtin operator: Dynamo does not know how to trace" in shown
+    assert "- Avoid calling builtin `print` in the compiled region." in shown
+
+
+def _snippet_cell(**values):
+    """A recorded CPU cell of a tiny model, as the dashboard has it."""
+    cell = dict(
+        model_id="timm/test_resnet",
+        suite="timm",
+        backend="eager",
+        mode="none",
+        dynamic="false",
+        precision="fp32",
+        step="infer",
+        batch_size=2,
+        seq_len=None,
+        size="full",
+        device="cpu",
+        input_shapes="[[2, 3, 160, 160]]",
+    )
+    return {**cell, **values}
+
+
+def _run_snippets(snippets: list[str]) -> None:
+    """Each snippet as its own script, all in one interpreter per call of this (XLA's
+    apart: torchax breaks torch.compile in the process that imports it)."""
+    code = "\n".join(
+        f"exec(compile({snippet!r}, 'snippet-{i}', 'exec'), {{'__name__': 'snippet'}})"
+        for i, snippet in enumerate(snippets)
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=600
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_reproduce_snippets_run_for_every_kind_of_cell():
+    torch_cells = [
+        _snippet_cell(),
+        _snippet_cell(backend="aot_eager", step="train"),
+        _snippet_cell(backend="export", mode="strict", dynamic="true", batch_size=4),
+        _snippet_cell(backend="export", mode="non-strict", precision="bf16"),
+        _snippet_cell(
+            model_id="hf/BertForMaskedLM",
+            suite="hf",
+            backend="aot_eager",
+            size="tiny",
+            seq_len=16,
+            input_shapes=None,
+        ),
+    ]
+    _run_snippets([reproduce.python_snippet(cell) for cell in torch_cells])
+    xla_cells = [
+        _snippet_cell(backend="xla", precision="bf16"),
+        _snippet_cell(backend="xla_export"),
+    ]
+    _run_snippets([reproduce.python_snippet(cell) for cell in xla_cells])
+    hf = reproduce.zoo_run_command(torch_cells[-1])
+    assert "--size tiny" in hf and "--seq-len 16" in hf

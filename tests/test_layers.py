@@ -1,8 +1,9 @@
 """The layers of the code base, read from the imports (ast): every arrow points down.
 
 zoo <- runner.matrix <- {runner.measure, runner.store} <- runner.steps <- runner.backends
-<- runner.cell <- runner.schedule <- {runner.plan, runner.env, runner.report} <-
-runner.session <- runner.cli; the dashboard imports only the torch-free vocabulary
+<- runner.cell <- runner.triage <- runner.schedule <- {runner.plan, runner.env, runner.report}
+<- runner.cluster <- runner.session <- runner.cli; the dashboard imports only the torch-free
+vocabulary
 (runner.matrix, runner.store.schema, runner.backends.registry and what they import).
 CONTRIBUTING.md says where a new module goes.
 """
@@ -26,16 +27,23 @@ RANKS = {
     "runner.steps": 3,
     "runner.backends": 4,
     "runner.cell": 5,
-    "runner.schedule": 6,
-    "runner.plan": 7,
-    "runner.env": 7,
-    "runner.report": 7,
-    "runner.session": 8,
-    "runner.cli": 9,
-    "dashboard": 10,
+    "runner.triage": 6,
+    "runner.schedule": 7,
+    "runner.plan": 8,
+    "runner.env": 8,
+    "runner.report": 8,
+    "runner.cluster": 9,
+    "runner.session": 10,
+    "runner.cli": 11,
+    "dashboard": 12,
 }
 # What the dashboard may import of the runner: what browsing results needs, no torch.
-DASHBOARD_RUNNER = ("runner.matrix", "runner.store.schema", "runner.backends.registry")
+DASHBOARD_RUNNER = (
+    "runner.matrix",
+    "runner.store.schema",
+    "runner.backends.registry",
+    "runner.steps.registry",
+)
 
 
 def module_name(path: Path) -> str:

@@ -99,10 +99,11 @@ def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys)
     [
         (["--models", "resnt50"], "closest"),
         (["--models", "test_resnet", "--backends", "inductor,tvmx"], "valid: inductor"),
-        (["--models", "test_resnet", "--modes", "fast"], "valid: default"),
+        (["--models", "test_resnet", "--modes", "fast"], "modes: default, reduce-overhead"),
         (["--models", "test_resnet", "--dynamic", "maybe"], "valid: false, true, auto"),
         (["--models", "test_resnet", "--precision", "fp8"], "valid: fp32, bf16, fp16"),
-        (["--models", "test_resnet", "--step", "train"], "not built yet"),
+        (["--models", "test_resnet", "--step", "trian"], "unknown step 'trian'"),
+        (["--models", "test_resnet", "--step", "train+model+all"], "unknown step"),
         (["--models", "test_resnet", "--device", "tpu"], "valid: cuda, cpu"),
         (["--models", "test_resnet", "--device", "cuda"], "no CUDA device"),
         (["--models", "test_resnet", "--shard", "3/2"], "K must be between 1 and N, as in 1/2"),

@@ -85,10 +85,7 @@ def test_open_creates_the_current_schema(db):
     con = duckdb.connect(str(db), read_only=True)
     try:
         assert con.execute("SELECT version FROM schema_version ORDER BY version").fetchall() == [
-            (1,),
-            (2,),
-            (3,),
-            (4,),
+            (version,) for version in range(1, SCHEMA_VERSION + 1)
         ]
         tables = {row[0] for row in con.execute("SHOW TABLES").fetchall()}
         columns = dict(
@@ -140,31 +137,31 @@ def test_a_version_1_database_is_migrated_and_keeps_its_rows(db):
     assert "xla_routes" in columns
 
 
-def test_a_version_3_database_gets_the_abandoned_status_and_keeps_its_runs(db):
-    # Version 3 as released: migrations 1 to 3, with runs of every status it knew.
+def test_a_version_4_database_gets_the_abandoned_status_and_keeps_its_runs(db):
+    # Version 4 as released: migrations 1 to 4, with runs of every status it knew.
     db.parent.mkdir(parents=True, exist_ok=True)
     with duckdb.connect(str(db)) as con:
         con.execute(
             "CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at TIMESTAMP)"
         )
-        for version, steps in MIGRATIONS[:3]:
+        for version, steps in MIGRATIONS[:4]:
             for step in steps:
                 apply_step(con, step)
             con.execute("INSERT INTO schema_version VALUES (?, NULL)", [version])
         for number, status in enumerate(("running", "finished", "interrupted", "failed")):
             con.execute(
                 "INSERT INTO runs (run_id, label, status, host, cells_planned, cells_recorded, "
-                "started_at, schema_version) VALUES (?, 'old', ?, 'node-1', 4, ?, now(), 3)",
+                "started_at, schema_version) VALUES (?, 'old', ?, 'node-1', 4, ?, now(), 4)",
                 [f"run-{number}", status, number],
             )
         con.execute(
             "INSERT INTO results (result_id, run_id, cell_key, status, recorded_at, "
-            "schema_version) VALUES ('r1', 'run-0', 'key', 'pass', now(), 3)"
+            "schema_version) VALUES ('r1', 'run-0', 'key', 'pass', now(), 4)"
         )
         before = con.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
     store = Store.open(db)
     with duckdb.connect(str(db)) as con:
-        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (4,)
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (5,)
         after = con.execute("SELECT * EXCLUDE (pid, pid_started) FROM runs ORDER BY run_id")
         assert after.fetchall() == before
         assert con.execute("SELECT DISTINCT pid, pid_started FROM runs").fetchall() == [
@@ -175,7 +172,7 @@ def test_a_version_3_database_gets_the_abandoned_status_and_keeps_its_runs(db):
         with pytest.raises(duckdb.ConstraintException):
             con.execute("UPDATE runs SET status = 'lost' WHERE run_id = 'run-1'")
         with pytest.raises(duckdb.ConstraintException):
-            con.execute("INSERT INTO runs (run_id, schema_version) VALUES ('run-1', 4)")
+            con.execute("INSERT INTO runs (run_id, schema_version) VALUES ('run-1', 5)")
     assert store.get_run("run-0").status == "abandoned"
     assert [row["result_id"] for row in store.results_for_run("run-0")] == ["r1"]
 

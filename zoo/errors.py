@@ -39,10 +39,37 @@ class Interrupted(ZooMatrixError):
 
     exit_code = 128 + signal.SIGINT
 
-    def __init__(self, signum: int = signal.SIGINT) -> None:
-        super().__init__()
-        self.signal = signal.Signals(signum)
-        self.exit_code = 128 + self.signal
+    def __init__(self, message: str = "", signum: int | None = signal.SIGINT) -> None:
+        super().__init__(message)
+        self.signal = signal.Signals(signum) if signum is not None else None
+        if self.signal is not None:
+            self.exit_code = 128 + self.signal
+
+
+class NodesLost(Interrupted):
+    """Every node of a cluster run died with cells left; the cells they held are
+    recorded or were run elsewhere, the rest are left for the same command to resume.
+    No signal stopped it."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, signum=None)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, taken the way of Ctrl-C (workers killed, the run recorded as
+    interrupted) but told apart from it in the exit status."""
+
+
+def raise_terminated(signum, frame):
+    """A SIGTERM handler: the running loop stops as on Ctrl-C."""
+    raise Terminated
+
+
+def interruption(stop: KeyboardInterrupt) -> Interrupted:
+    """What a caught Ctrl-C or SIGTERM (``raise_terminated``) is reported as."""
+    return Interrupted(signum=signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
 
 
 def run_command(prog: str, body, *args, **kwargs) -> int:

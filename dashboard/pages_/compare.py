@@ -67,7 +67,7 @@ metric = st.radio(
 )
 frame, (only_a, only_b) = _compare(db, a, b, metric)
 # The sidebar filters that the comparison's columns carry.
-for name in ("backend", "mode", "dynamic", "precision", "size", "device"):
+for name in ("backend", "mode", "step", "dynamic", "precision", "size", "device"):
     if values := getattr(chosen, name):
         frame = frame[frame[name].isin(values)]
 if chosen.search:

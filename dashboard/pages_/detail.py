@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import streamlit as st
 
@@ -191,7 +193,9 @@ def cell_section(cell: dict) -> None:
         f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"
         f" · max abs error {_number(cell['max_abs_error'], '{:.3g}')} · RMSE vs "
         f"{plain(cell['accuracy_ref_dtype'] or 'reference')} {_number(cell['rmse'], '{:.3g}')} "
-        f"(eager {_number(cell['eager_rmse'], '{:.3g}')})\n"
+        f"(eager {_number(cell['eager_rmse'], '{:.3g}')})"
+        + (f"; failed: {plain(cell['accuracy_failed'])}" if cell.get("accuracy_failed") else "")
+        + "\n"
         f"- **Graphs**: {_number(cell['graph_count'], '{:.0f}')} captured, "
         f"{_number(cell['recompile_count'], '{:.0f}')} recompiles"
         + (
@@ -207,6 +211,17 @@ def cell_section(cell: dict) -> None:
         f"{plain(cell['run_id'][:8])} {plain(cell['label'])}"
         + (f"\n- **Notes**: {plain(cell['notes'])}" if cell["notes"] else "")
     )
+    why = []
+    if cell.get("triage_rung"):
+        why.append(f"Triage (the backend ladder): {cell['triage_rung']}")
+        if cell.get("triage_detail"):
+            why.append(f"  the failing rung: {cell['triage_detail']}")
+    if cell.get("recompile_reasons"):
+        why.append("Recompiles, the guard that failed for each:")
+        why += [f"  {reason}" for reason in json.loads(cell["recompile_reasons"])]
+    if why:
+        # Stored text is data: shown as text.
+        st.text("\n".join(why))
     st.caption("Reproduce this cell")
     st.code(reproduce.zoo_run_command(cell), language="bash", wrap_lines=True)
     st.code(reproduce.python_snippet(cell), language="python")

@@ -31,7 +31,8 @@ columns[1].metric("Error signatures", f"{len(groups):,}")
 columns[2].metric("Models with a failure", f"{len(set().union(*groups['model_ids'])):,}")
 st.caption(
     "A signature is the error message with numbers, shapes and paths masked, so equal "
-    "failures group together; cells without one group by status."
+    "failures group together; cells without one group by status. Triage: the stage the "
+    "backend ladder placed the group's cells at (zoo-run --triage ladder)."
 )
 st.dataframe(
     pd.DataFrame(
@@ -42,6 +43,7 @@ st.dataframe(
             "models": groups["models"],
             "configs": groups["configs"].map(len),
             "phases": groups["phases"].map(", ".join),
+            "triage": groups["rungs"].map(", ".join),
         }
     ),
     hide_index=True,

@@ -11,6 +11,7 @@ read and what the graph capture was.
 from __future__ import annotations
 
 import contextlib
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,10 +19,13 @@ from typing import Any
 
 import torch
 
+from runner.backends import registry
 from runner.matrix.phases import COMPILED_RUN, EAGER, MEMORY, TIMING, WARM_UP
 from runner.measure.context import CellContext
+from runner.measure.isolation import seed_everything
 from runner.measure.profile import profile_call, record_profiles
-from runner.measure.subject import AUTOCAST, Subject, Treatment
+from runner.measure.subject import Subject, Treatment
+from runner.measure.tensors import host_tensors
 from runner.measure.timing import (
     HELD_WARMUPS,
     event_timer,
@@ -61,6 +65,17 @@ class Compiled(ABC):
     def record_graph_breaks(self, ctx: CellContext) -> None:
         """Graph and break counts (and reasons) into ``ctx.result``; runs last."""
 
+    def first_call(self, subject: Subject, outputs: Callable[[Any], list]) -> None:
+        """The first call on the subject's inputs, timed (``first_call_s``; seeded, the
+        device synchronized around it), its compared outputs copied to the host."""
+        seed_everything()
+        subject.sync()
+        start = time.perf_counter()
+        value = self(subject.inputs)
+        subject.sync()
+        self.first_call_s = time.perf_counter() - start
+        self.first_outputs = host_tensors(outputs(value))
+
     def close(self) -> None:  # noqa: B027 - optional: most hold nothing beyond the cell
         """Free what the compiled program holds beyond the cell (called after it)."""
 
@@ -92,12 +107,11 @@ class Sides:
 class Backend(ABC):
     """One backend's route for a cell (constructed inside the worker, per cell)."""
 
-    # How a bf16/fp16 cell's precision is applied (runner.measure.subject).
-    treatment: Treatment = AUTOCAST
-
     def __init__(self, ctx: CellContext) -> None:
         self.ctx = ctx
         self.config = ctx.cell.config
+        # How a bf16/fp16 cell's precision is applied (its registry entry says).
+        self.treatment: Treatment = registry.get(self.config.backend).treatment
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

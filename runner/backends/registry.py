@@ -18,9 +18,17 @@ from runner.matrix.cells import CellConfig
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.plugins import resolve
 from runner.matrix.versions import installed
-from runner.steps.registry import INFER
+from runner.steps.registry import INFER, TRAIN
+from runner.steps.registry import base as step_base
 
 ANY_MODE = "*"
+# Joins a mode and its options (``default+freezing+cpp_wrapper``).
+MODE_OPTION = "+"
+# Inductor configs a user can ask for beside a mode (torch._inductor.config): weights
+# folded into the graph as constants (inference), and C++ instead of Python wrapper code.
+INDUCTOR_OPTIONS = ("freezing", "cpp_wrapper")
+EXPORT_MODES = ("non-strict", "strict")
+AOT_INDUCTOR_MODES = ("default", "max-autotune")
 
 
 @dataclass(frozen=True)
@@ -31,8 +39,12 @@ class BackendEntry:
     process: str
     # "module:Class" of its Backend; None for a backend listed but not built.
     implementation: str | None
-    # Its modes (empty: it has none, and its cells record NO_MODE).
+    # Its modes (empty: it has none, and its cells record NO_MODE); the first is the one
+    # its cells get when no --modes are asked for.
     modes: tuple[str, ...] = ()
+    # Options a mode may carry, as ``MODE+OPTION[+OPTION]`` (inductor's configs beside its
+    # modes: ``default+freezing``); the mode string is the cell's, so they key it.
+    mode_options: tuple[str, ...] = ()
     steps: tuple[str, ...] = (INFER,)
     # Devices it cannot run on, and why.
     cannot_run_on: Mapping[str, str] = field(default_factory=dict)
@@ -45,16 +57,48 @@ class BackendEntry:
     # from installed package metadata only: asked inside the worker, whose cell is then
     # ``unsupported`` with that reason.
     availability: str | None = None
+    # How a bf16/fp16 cell's precision is applied: "autocast" (the model stays fp32) or
+    # "cast" (model and inputs cast, eager side too: autocast does not cross into JAX).
+    treatment: str = "autocast"
+    # The Python lines that compile ``model`` into ``compiled`` as the cell did, for the
+    # dashboard's reproduce snippet (runner.backends.reproduce fills the placeholders).
+    snippet: str = "compiled = torch.compile(model, backend={backend}{mode}, dynamic={dynamic})"
+    # Whether a failing cell of it can be triaged on the torch.compile backend ladder
+    # (runner.triage): the torch.compile backends.
+    ladder: bool = False
     # Why a listed backend without an implementation does not run; ``{version}`` is the
     # installed version of the distribution of its name.
     not_built: str | None = None
 
-    def modes_for(self, asked: tuple[str, ...]) -> tuple[str, ...]:
-        """The modes of its cells for the modes asked for."""
-        return tuple(mode for mode in asked if mode in self.modes) if self.modes else (NO_MODE,)
+    def modes_for(self, asked: tuple[str, ...] | None) -> tuple[str, ...]:
+        """The modes of its cells for the modes asked for (None: its default)."""
+        if not self.modes:
+            return (NO_MODE,)
+        if asked is None:
+            return self.modes[:1]
+        return tuple(mode for mode in asked if self.accepts(mode))
+
+    def accepts(self, mode: str) -> bool:
+        """Whether ``mode`` (with its ``+options``) is one of this backend's."""
+        base, *options = mode.split(MODE_OPTION)
+        return (
+            base in self.modes
+            and len(set(options)) == len(options)
+            and all(option in self.mode_options for option in options)
+        )
+
+    def describe_modes(self) -> str:
+        """Its modes in words, for messages."""
+        if not self.modes:
+            return f"backend {self.name} has no modes"
+        options = (
+            f", each with options +{', +'.join(self.mode_options)}" if self.mode_options else ""
+        )
+        return f"backend {self.name}'s modes: {', '.join(self.modes)}{options}"
 
     def estimate_s(self, device: str, mode: str) -> float:
-        return self.estimate.get((device, mode), self.estimate.get((device, ANY_MODE), 20.0))
+        base = base_mode(mode)
+        return self.estimate.get((device, base), self.estimate.get((device, ANY_MODE), 20.0))
 
     def unavailable_reason(self, device: str) -> str | None:
         """Why the backend cannot run on ``device`` here, or None (imports nothing)."""
@@ -73,6 +117,8 @@ class BackendEntry:
 
 _OTHER = {("cuda", ANY_MODE): 20.0, ("cpu", ANY_MODE): 10.0}
 _TORCH_COMPILE = "runner.backends.torch_compile:TorchCompile"
+# torch.compile's backends train as they infer; the other routes infer only (for now).
+_TRAINS = (INFER, TRAIN)
 _XLA = "runner.backends.xla.jax_routes:JaxRoute"
 _XLA_AVAILABILITY = "runner.backends.xla.support:unavailable_reason"
 
@@ -84,6 +130,9 @@ BACKENDS: dict[str, BackendEntry] = {
             TORCH_PROCESS,
             _TORCH_COMPILE,
             modes=MODES,
+            mode_options=INDUCTOR_OPTIONS,
+            steps=_TRAINS,
+            ladder=True,
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -96,19 +145,91 @@ BACKENDS: dict[str, BackendEntry] = {
                 ("cpu", ANY_MODE): 40.0,
             },
         ),
-        BackendEntry("eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
-        BackendEntry("aot_eager", TORCH_PROCESS, _TORCH_COMPILE, estimate=_OTHER),
+        BackendEntry(
+            "eager", TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, estimate=_OTHER, ladder=True
+        ),
+        BackendEntry(
+            "aot_eager",
+            TORCH_PROCESS,
+            _TORCH_COMPILE,
+            steps=_TRAINS,
+            estimate=_OTHER,
+            ladder=True,
+        ),
         BackendEntry(
             "cudagraphs",
             TORCH_PROCESS,
             _TORCH_COMPILE,
             cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
+            steps=_TRAINS,
             estimate=_OTHER,
+            ladder=True,
+        ),
+        # torch.export's program, run as exported (non-strict: today's default tracer;
+        # strict: TorchDynamo's).
+        BackendEntry(
+            "export",
+            TORCH_PROCESS,
+            "runner.backends.export:Export",
+            modes=EXPORT_MODES,
+            snippet=(
+                "with {precision}:\n"
+                "    program = torch.export.export(model, inputs, strict={strict}{shapes})\n"
+                "compiled = program.module()"
+            ),
+            estimate={("cuda", ANY_MODE): 25.0, ("cpu", ANY_MODE): 15.0},
+        ),
+        # Non-strict export, compiled ahead of time by Inductor into a package, loaded, run.
+        BackendEntry(
+            "aot_inductor",
+            TORCH_PROCESS,
+            "runner.backends.export:AotInductor",
+            modes=AOT_INDUCTOR_MODES,
+            snippet=(
+                "with {precision}:\n"
+                "    program = torch.export.export(model, inputs{shapes})\n"
+                "package = torch._inductor.aoti_compile_and_package(program{configs})\n"
+                "compiled = torch._inductor.aoti_load_package(package)"
+            ),
+            estimate={
+                ("cuda", ANY_MODE): 60.0,
+                ("cuda", "max-autotune"): 330.0,
+                ("cpu", ANY_MODE): 90.0,
+            },
         ),
         # torch modules under jax.jit through torchax, and torch.export -> JAX.
-        BackendEntry("xla", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY),
         BackendEntry(
-            "xla_export", XLA_PROCESS, _XLA, estimate=_OTHER, availability=_XLA_AVAILABILITY
+            "xla",
+            XLA_PROCESS,
+            _XLA,
+            estimate=_OTHER,
+            availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet=(
+                "import jax\nimport torchax\n\n"
+                "env = torchax.default_env()\n"
+                "states, function = torchax.extract_jax(model)\n"
+                "jitted = jax.jit(function)\n"
+                "compiled = lambda *xs: env.j2t_copy(jitted(states, env.t2j_copy(xs)))"
+            ),
+        ),
+        BackendEntry(
+            "xla_export",
+            XLA_PROCESS,
+            _XLA,
+            estimate=_OTHER,
+            availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet=(
+                "import jax\nimport torchax\nimport torchax.export\n"
+                "from torch.nn.attention import SDPBackend, sdpa_kernel\n\n"
+                "env = torchax.default_env()\n"
+                "with sdpa_kernel(SDPBackend.MATH):\n"
+                "    program = torch.export.export(model, inputs{shapes})\n"
+                "    states, function = torchax.export.exported_program_to_jax(program)\n"
+                "jitted = jax.jit(function)\n"
+                "compiled = lambda *xs: env.j2t_copy(jitted(states, env.t2j_copy(xs)))"
+            ),
         ),
         BackendEntry(
             "torch_xla",
@@ -116,6 +237,8 @@ BACKENDS: dict[str, BackendEntry] = {
             None,
             estimate=_OTHER,
             availability=_XLA_AVAILABILITY,
+            treatment="cast",
+            snippet="# torch_xla cells are not run by zoo-matrix: nothing to reproduce\ncompiled = model",
             # No torch_xla release pairs with the torch this project pins (torch_xla 2.9
             # needs torch 2.9), so there is nothing to build its run against yet.
             not_built="torch_xla {version} is installed, but zoo-matrix does not run torch_xla "
@@ -123,6 +246,16 @@ BACKENDS: dict[str, BackendEntry] = {
         ),
     )
 }
+
+
+def base_mode(mode: str) -> str:
+    """A mode without its options: ``max-autotune+freezing`` -> ``max-autotune``."""
+    return mode.split(MODE_OPTION)[0]
+
+
+def mode_options(mode: str) -> tuple[str, ...]:
+    """The options a mode carries: ``default+freezing`` -> ("freezing",)."""
+    return tuple(mode.split(MODE_OPTION)[1:])
 
 
 def names() -> tuple[str, ...]:
@@ -135,7 +268,9 @@ def get(name: str) -> BackendEntry:
     dynamo (``torch._dynamo.list_backends()``, its testing backends included) and runs
     through torch.compile; the command line offers only the listed ones."""
     entry = BACKENDS.get(name)
-    return entry if entry is not None else BackendEntry(name, TORCH_PROCESS, _TORCH_COMPILE)
+    if entry is None:
+        return BackendEntry(name, TORCH_PROCESS, _TORCH_COMPILE, steps=_TRAINS, ladder=True)
+    return entry
 
 
 def process_kind(backend: str) -> str:
@@ -146,9 +281,31 @@ def process_kind(backend: str) -> str:
 def cannot_run(config: CellConfig, device: str) -> str | None:
     """Why a column cannot run on ``device`` at all (dropped at plan time), or None."""
     entry = get(config.backend)
-    reason = entry.cannot_run_on.get(device) or entry.mode_cannot_run.get((config.mode, device))
+    reason = entry.cannot_run_on.get(device) or entry.mode_cannot_run.get(
+        (base_mode(config.mode), device)
+    )
     if reason is not None:
         return reason
-    if config.step not in entry.steps:
-        return f"backend {entry.name} does not run step {config.step}"
+    if step_base(config.step) not in entry.steps:
+        return f"backend {entry.name} does not run step {step_base(config.step)}"
     return PRECISION_CANNOT_RUN.get((config.precision, device))
+
+
+def mode_problems(backends: tuple[str, ...], modes: tuple[str, ...]) -> list[str]:
+    """What is wrong with asking these backends for these modes: a mode no backend has,
+    or a backend with modes that has none of them. Empty when the request makes sense."""
+    moded = [entry for entry in map(get, backends) if entry.modes]
+    if not moded:
+        return []  # backends without modes ignore them
+    problems = [
+        f"mode {mode!r} is no mode of {', '.join(entry.name for entry in moded)}; "
+        + "; ".join(entry.describe_modes() for entry in moded)
+        for mode in modes
+        if not any(entry.accepts(mode) for entry in moded)
+    ]
+    problems += [
+        f"backend {entry.name} has none of the modes {', '.join(modes)}; {entry.describe_modes()}"
+        for entry in moded
+        if not entry.modes_for(modes) and not problems
+    ]
+    return problems

@@ -4,24 +4,26 @@ with their reasons and user frames."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import counters, get_compilation_metrics
 
+from runner.backends import dynamo_breaks
 from runner.backends.base import Backend, Compiled
+from runner.backends.registry import base_mode, mode_options
 from runner.matrix.axes import NO_MODE
 from runner.matrix.phases import BREAKS, COMPILE
 from runner.matrix.results import GraphBreak
 from runner.matrix.text import truncate
 from runner.measure.context import CellContext
 from runner.measure.failure import headline, signature
-from runner.measure.isolation import seed_everything
 from runner.measure.subject import Subject
-from runner.measure.tensors import host_tensors
+from runner.steps.base import compile_program, compiled_parts, explain_target
 
 # Inductor modes whose compiled code replays CUDA graphs, which need a step marker per call.
 CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
@@ -35,6 +37,19 @@ def dynamic_arg(dynamic: str) -> bool | None:
 
 
 class TorchCompile(Backend):
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """Inductor's configs the cell's mode carries (``default+freezing``), for the
+        whole cell: compiles happen lazily, at the first call and at recompiles."""
+        options = mode_options(self.config.mode)
+        if not options:
+            yield
+            return
+        import torch._inductor.config as inductor_config
+
+        with inductor_config.patch(dict.fromkeys(options, True)):
+            yield
+
     def compile(
         self,
         subject: Subject,
@@ -44,12 +59,16 @@ class TorchCompile(Backend):
     ) -> Compiled:
         self.ctx.enter(COMPILE)
         config = self.config
-        mode = None if config.mode in (NO_MODE, "default") else config.mode
-        compiled = torch.compile(
-            program, backend=config.backend, mode=mode, dynamic=dynamic_arg(config.dynamic)
+        base = base_mode(config.mode)
+        mode = None if base in (NO_MODE, "default") else base
+        compiled = compile_program(
+            program,
+            lambda part: torch.compile(
+                part, backend=config.backend, mode=mode, dynamic=dynamic_arg(config.dynamic)
+            ),
         )
         uses_cudagraphs = config.backend == "cudagraphs" or (
-            config.backend == "inductor" and config.mode in CUDAGRAPH_MODES
+            config.backend == "inductor" and base in CUDAGRAPH_MODES
         )
         compiled_module = CompiledModule(
             self.ctx, subject, program, compiled, uses_cudagraphs, outputs
@@ -78,13 +97,7 @@ class CompiledModule(Compiled):
         self.compiled = compiled
         self.uses_cudagraphs = uses_cudagraphs
         with subject.autocast():
-            seed_everything()
-            subject.sync()
-            start = time.perf_counter()
-            value = self(subject.inputs)
-            subject.sync()
-            self.first_call_s = time.perf_counter() - start
-            self.first_outputs = host_tensors(outputs(value))
+            self.first_call(subject, outputs)
         self.first_graphs = self.graphs()
         # dynamo's counters right after the first compiled call
         self.break_events = dict(counters["graph_break"])
@@ -112,19 +125,17 @@ class CompiledModule(Compiled):
         """
         result = ctx.result
         result.graph_count = self.first_graphs
+        self.record_recompile_reasons(ctx)
         if self.first_graphs == 0:
             reasons = " | ".join(dict.fromkeys(map(summarize_reason, self.unsupported_events)))
             ctx.note(f"dynamo captured no graph, the model ran eagerly: {reasons}")
             return
-        result.graph_break_count = self.first_graphs - 1
+        # Every graph beyond the program's separately compiled parts is a split.
+        parts = compiled_parts(self.program)
+        result.graph_break_count = max(0, self.first_graphs - parts)
         result.unique_break_count = 0
-        events = sum(self.break_events.values())
-        if events != result.graph_break_count:
-            ctx.note(
-                f"dynamo counted {events} graph-break event(s) for "
-                f"{result.graph_break_count} graph split(s)"
-            )
-        if result.graph_break_count:
+        result.graph_break_events = 0
+        if result.graph_break_count or sum(self.break_events.values()):
             self.explain_graph_breaks(ctx)
 
     def explain_graph_breaks(self, ctx: CellContext) -> None:
@@ -132,25 +143,39 @@ class CompiledModule(Compiled):
         ctx.enter(BREAKS)
         result = ctx.result
         try:
+            target, args = explain_target(self.program, self.subject.inputs)
             with self.subject.autocast():
-                explained = torch._dynamo.explain(self.program)(*self.subject.inputs)
+                explained = torch._dynamo.explain(target)(*args)
         except Exception as exc:
             ctx.note(f"explain failed, break frames unknown: {signature(exc)}")
             result.graph_breaks = [
-                GraphBreak(summarize_reason(reason), None, count)
-                for reason, count in self.break_events.items()
+                graph_break(reason, None, count) for reason, count in self.break_events.items()
             ]
         else:
             if explained.graph_break_count != result.graph_break_count:
                 ctx.note(
-                    f"explain found {explained.graph_break_count} graph break(s), "
-                    f"the compiled run {result.graph_break_count}"
+                    f"the compiled run captured {self.first_graphs} graph(s), explain "
+                    f"{explained.graph_count}: the break count is explain's"
                 )
                 result.graph_break_count = explained.graph_break_count
             result.graph_breaks = merge_breaks(explained.break_reasons)
         finally:
             torch._dynamo.reset()
         result.unique_break_count = len({b.reason for b in result.graph_breaks})
+        result.graph_break_events = sum(b.count for b in result.graph_breaks)
+        types = sorted({b.break_type for b in result.graph_breaks if b.break_type})
+        result.break_types = json.dumps(types) if types else None
+
+    def record_recompile_reasons(self, ctx: CellContext) -> None:
+        """The guard that failed for each recompile of this cell (dynamo's compilation
+        metrics, cleared at the cell's start)."""
+        reasons = [
+            truncate(metric.recompile_reason, REASON_CHARS)
+            for metric in get_compilation_metrics()
+            if getattr(metric, "recompile_reason", None)
+        ]
+        if reasons:
+            ctx.result.recompile_reasons = json.dumps(reasons)
 
 
 def summarize_reason(reason: str) -> str:
@@ -159,15 +184,23 @@ def summarize_reason(reason: str) -> str:
     return truncate(headline(reason), REASON_CHARS)
 
 
+def graph_break(reason: str, frame: str | None, count: int = 1) -> GraphBreak:
+    """A break row of a reason as dynamo wrote it: its summary, type and registry id."""
+    break_type, registry_id, hints = dynamo_breaks.classify(reason)
+    return GraphBreak(summarize_reason(reason), frame, count, break_type, registry_id, hints)
+
+
 def merge_breaks(reasons: Iterable[Any]) -> list[GraphBreak]:
-    """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons."""
+    """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons,
+    its count the events explain recorded for it."""
     merged: dict[tuple[str, str | None], GraphBreak] = {}
     for reason in reasons:
-        key = (summarize_reason(reason.reason), user_frame(reason.user_stack))
+        frame = user_frame(reason.user_stack)
+        key = (summarize_reason(reason.reason), frame)
         if key in merged:
             merged[key].count += 1
         else:
-            merged[key] = GraphBreak(*key)
+            merged[key] = graph_break(reason.reason, frame)
     return list(merged.values())
 
 

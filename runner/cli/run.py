@@ -6,7 +6,6 @@ import argparse
 import math
 import os
 import shlex
-import signal
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -18,6 +17,8 @@ from runner.steps import registry as steps
 from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
 from zoo.errors import UsageError, run_command
 from zoo.spec import parse_param_count
+
+EXECUTORS = ("local", "ray")
 
 
 def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = None):
@@ -40,6 +41,52 @@ def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = No
 
     parse.__name__ = name
     return parse
+
+
+def _list(name: str):
+    """An argparse type for a comma-separated list checked later (modes: against the
+    backends asked for)."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        values = tuple(dict.fromkeys(v.strip() for v in text.split(",") if v.strip()))
+        if not values:
+            raise argparse.ArgumentTypeError(f"empty {name} list")
+        return values
+
+    parse.__name__ = name
+    return parse
+
+
+def _step_list(text: str) -> tuple[str, ...]:
+    values = _list("step")(text)
+    for value in values:
+        try:
+            steps.get(value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return values
+
+
+def _train_steps(args) -> tuple[str, ...]:
+    """--step with --train-compile and --optimizer folded into each train step's name."""
+    extra = [
+        option
+        for option in (args.train_compile, args.optimizer)
+        if option not in (None, "loss", "adam")
+    ]
+    if not extra:
+        return args.step
+    named = []
+    for name in args.step:
+        if steps.base(name) == steps.TRAIN:
+            options = [o for o in steps.options(name)]
+            name = steps.OPTION.join([steps.TRAIN, *dict.fromkeys([*options, *extra])])
+            try:
+                steps.get(name)
+            except ValueError as error:
+                raise UsageError(f"--train-compile/--optimizer with --step: {error}") from None
+        named.append(name)
+    return tuple(dict.fromkeys(named))
 
 
 def _positive(kind, zero_ok: bool = False):
@@ -110,9 +157,12 @@ def build_parser() -> argparse.ArgumentParser:
     axes.add_argument("--backends", type=_axis("backend", backends.names()), default=("inductor",))
     axes.add_argument(
         "--modes",
-        type=_axis("mode", MODES),
-        default=("default",),
-        help="inductor modes; other backends ignore them",
+        type=_list("mode"),
+        default=None,
+        help="modes of the backends that have them (default: each one's first): inductor "
+        f"{', '.join(MODES)}, each also with +freezing and/or +cpp_wrapper (Inductor's "
+        "configs, e.g. default+freezing); export non-strict, strict; aot_inductor default, "
+        "max-autotune. Backends without modes ignore them",
     )
     axes.add_argument("--dynamic", type=_axis("dynamic", DYNAMIC), default=("false",))
     axes.add_argument(
@@ -122,7 +172,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="default: bf16 (autocast) on cuda, fp32 on cpu",
     )
     axes.add_argument(
-        "--step", type=_axis("step", steps.names(), steps.PLANNED), default=(steps.INFER,)
+        "--step",
+        type=_step_list,
+        default=(steps.INFER,),
+        help="infer, train (forward, loss, backward, optimizer step), or both; a train "
+        "step's options ride on its name: train+model (only the model compiled, its loss "
+        "eager, as timm's benchmark does), train+all (the optimizer step compiled too), "
+        "+sgd (SGD instead of Adam)",
+    )
+    axes.add_argument(
+        "--train-compile",
+        choices=("loss", *steps.TRAIN_COMPILE),
+        default=None,
+        help="what of a train step is compiled: loss (the model and its loss as one "
+        "region, the default), model, all (the optimizer step too); the same as "
+        "writing train+model or train+all",
+    )
+    axes.add_argument(
+        "--optimizer",
+        choices=("adam", *steps.OPTIMIZERS),
+        default=None,
+        help="the train step's optimizer (default adam); --optimizer sgd is train+sgd",
     )
     cell = parser.add_argument_group("cells")
     cell.add_argument(
@@ -193,12 +263,38 @@ def build_parser() -> argparse.ArgumentParser:
         "timing there while it holds the GPU (default 0: none kept)",
     )
     run.add_argument(
+        "--triage",
+        choices=("none", "ladder", "bisect"),
+        default="none",
+        help="ladder: a torch.compile cell that fails (compile_error, fail_accuracy, crash) "
+        "climbs eager, aot_eager, aot_eager_decomp_partition and its own backend in a fresh "
+        "worker, and its row names the first rung that failed (costs time on failing "
+        "cells only; the cell's status stays); bisect: also, where that rung is inductor, "
+        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell)",
+    )
+    run.add_argument(
         "--time-limit",
         type=_positive(float),
         default=None,
         metavar="SECONDS",
         help="start no cell after this long (the cells under way finish); the same command "
         "later resumes with the cells left: sweeps in chunks of a fixed length",
+    )
+    cluster = parser.add_argument_group("executor")
+    cluster.add_argument(
+        "--executor",
+        choices=EXECUTORS,
+        default="local",
+        help="local: worker processes on this machine (default); ray: the cells spread "
+        "over the nodes of a Ray cluster, each node running them as a local run would "
+        "(--workers per node), results recorded here (needs the 'ray' extra)",
+    )
+    cluster.add_argument(
+        "--ray-address",
+        default=None,
+        metavar="ADDR",
+        help="with --executor ray: the cluster's head, HOST:PORT (default: RAY_ADDRESS, "
+        "or the cluster `ray start` started on this machine)",
     )
     run.add_argument(
         "--quiet-timing",
@@ -210,14 +306,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _requested_device(args) -> str | None:
+    if args.device is None:
+        return None
+    if len(args.device) != 1:
+        raise UsageError("give one --device per run (cuda or cpu)")
+    return args.device[0]
+
+
 def _device(args) -> str:
     import torch
 
-    if args.device is None:
+    device = _requested_device(args)
+    if device is None:
         return "cuda" if torch.cuda.is_available() else "cpu"
-    if len(args.device) != 1:
-        raise UsageError("give one --device per run (cuda or cpu)")
-    device = args.device[0]
     if device == "cuda" and not torch.cuda.is_available():
         raise UsageError(
             "--device cuda: torch sees no CUDA device here "
@@ -235,7 +337,7 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
         modes=args.modes,
         dynamic=args.dynamic,
         precisions=args.precision or (("bf16",) if device == "cuda" else ("fp32",)),
-        steps=args.step,
+        steps=_train_steps(args),
         device=device,
         batch_size=args.batch_size,
         seq_len=args.seq_len,
@@ -256,10 +358,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args, argv: list[str] | None) -> int:
     from runner import env as environment
-    from runner.report import plan_lines
 
     console = _console(stderr=True)
     out = _console(stderr=False)
+    if args.ray_address and args.executor != "ray":
+        raise UsageError("--ray-address applies to --executor ray")
+    if args.executor == "ray":
+        return _run_on_cluster(args, argv, console, out)
     device = _device(args)
     if args.timing_cpus and device == "cuda":
         from runner.schedule.cpus import split_cpus
@@ -270,6 +375,8 @@ def _run(args, argv: list[str] | None) -> int:
             raise UsageError(f"--timing-cpus {args.timing_cpus}: {error}") from None
     elif args.timing_cpus:
         console.print("--timing-cpus applies to cuda runs; ignored on cpu")
+    if args.modes is not None and (problems := backends.mode_problems(args.backends, args.modes)):
+        raise UsageError("; ".join(problems))
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
 
@@ -279,13 +386,47 @@ def _run(args, argv: list[str] | None) -> int:
             "catalogue, '@headline' or '@core' for a named selection) or --module FILE:CLASS"
         )
     select(args.models, args.module)
-    store = None
-    if not args.dry_run or args.db.exists():
-        from runner.store.db import Store
-
-        # A dry run only reads what is recorded: a database it cannot write will do.
-        store = Store.open(args.db, writable=not args.dry_run)
+    store = _open_store(args)
     env = environment.capture(device)
+    return _plan_and_execute(args, argv, env, store, console, out, device)
+
+
+def _open_store(args):
+    if args.dry_run and not args.db.exists():
+        return None
+    from runner.store.db import Store
+
+    # A dry run only reads what is recorded: a database it cannot write will do.
+    return Store.open(args.db, writable=not args.dry_run)
+
+
+def _run_on_cluster(args, argv, console, out) -> int:
+    """``--executor ray``: the environment, the device and the workers come from the
+    cluster's nodes; the plan and the store stay here."""
+    from runner.cluster.executor import Cluster
+    from zoo.catalog import select
+    from zoo.custom import SUITE as CUSTOM
+
+    requested = _requested_device(args)
+    # Bad input changes nothing, and costs no connection: models first.
+    specs = select(args.models, args.module)
+    cluster = Cluster.connect(args.ray_address)
+    try:
+        device = cluster.choose_device(requested)
+        paths = [spec.source.rpartition(":")[0] for spec in specs if spec.suite == CUSTOM]
+        if args.timing_cpus and device != "cuda":
+            console.print("--timing-cpus applies to cuda runs; ignored on cpu")
+        cluster.start_nodes(paths, timing_cpus=args.timing_cpus if device == "cuda" else 0)
+        store = _open_store(args)
+        return _plan_and_execute(args, argv, cluster.env, store, console, out, device, cluster)
+    finally:
+        cluster.shutdown()
+
+
+def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster=None) -> int:
+    from runner import env as environment
+    from runner.report import plan_lines
+
     plan = make_plan(args, device, environment.fingerprints(env))
     for line in plan.dropped:
         console.print(line)
@@ -298,6 +439,8 @@ def _run(args, argv: list[str] | None) -> int:
             "(--force reruns them; --retry-failed reruns crash, timeout and oom)"
         )
     if args.dry_run:
+        if cluster is not None:
+            out.print(_cluster_line(cluster, args.workers))
         for line in plan_lines(plan.cells):
             out.print(line)
         minutes = plan.estimate_s() / 60
@@ -310,78 +453,108 @@ def _run(args, argv: list[str] | None) -> int:
         out.print("nothing to run: every planned cell is already recorded")
         return 0
     assert store is not None
-    return _execute(args, argv, plan, env, store, console, out, device)
+    return _execute(args, argv, plan, env, store, console, out, device, cluster)
 
 
-def default_workers(device: str, env) -> int:
-    """On CUDA, as many workers as half the cores (compiling is CPU-bound) and one per
-    ~16 GiB of GPU memory allow, at most 8 per GPU; on CPU one, as timing shares the
-    cores that compile."""
-    if device != "cuda":
-        return 1
-    gpus = max(1, int(env.get("gpu_count") or 1))
-    memory_gb = float(env.get("gpu_memory_gb") or 16.0)
-    by_cores = max(1, (os.cpu_count() or 2) // 2)
-    by_memory = max(1, int(memory_gb // 16)) * gpus
-    return max(1, min(by_cores, by_memory, 8 * gpus))
+def _cluster_line(cluster, workers: int | None) -> str:
+    nodes = ", ".join(
+        f"{node.name} ({workers or node.info['default_workers']} worker(s)"
+        + (f", {node.stats.gpus} GPU(s))" if node.stats.gpus else ")")
+        for node in cluster.nodes
+    )
+    return f"ray cluster at {cluster.address}: {len(cluster.nodes)} node(s): {nodes}"
 
 
-def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> int:
+def _execute(args, argv, plan: Plan, env, store, console, out, device: str, cluster=None) -> int:
     from runner import env as environment
-    from runner.report import cell_line, make_progress, summary_table
+    from runner.report import cell_line, make_progress, node_lines, node_table, summary_table
+    from runner.schedule.cpus import default_workers
     from runner.session import Placement, Session
 
     command = shlex.join(["zoo-run", *(sys.argv[1:] if argv is None else argv)])
-    gpus = environment.gpu_uuids() if device == "cuda" else []
-    workers = min(args.workers or default_workers(device, env), len(plan.cells))
-    # On the CPU the timed calls and the neighbours' compiles share the same cores:
-    # without stopping them, timings of parallel workers are far off the serial ones
-    # (docs/logs/throughput_cpu_quiet_timing.txt); with it, within a few percent.
-    quiet_timing = args.quiet_timing or (device == "cpu" and workers > 1)
-    placement = Placement(
-        workers=workers,
-        gpus=tuple(gpus),
-        timing_cpus_per_gpu=args.timing_cpus,
-        quiet_timing=quiet_timing,
-    )
-    session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())
     total = len(plan.cells)
+    triage = None if args.triage == "none" else args.triage
+    if cluster is not None:
+        # Each node's own GPUs and, unless asked, its own default number of workers.
+        placement = Placement(
+            workers=args.workers,
+            timing_cpus_per_gpu=args.timing_cpus,
+            quiet_timing=args.quiet_timing,
+            triage=triage,
+        )
+        where = _cluster_line(cluster, args.workers)
+    else:
+        gpus = environment.gpu_uuids() if device == "cuda" else []
+        workers = min(args.workers or default_workers(device, env), total)
+        # On the CPU the timed calls and the neighbours' compiles share the same cores:
+        # without stopping them, timings of parallel workers are far off the serial ones
+        # (docs/logs/throughput_cpu_quiet_timing.txt); with it, within a few percent.
+        quiet_timing = args.quiet_timing or (device == "cpu" and workers > 1)
+        placement = Placement(
+            workers=workers,
+            gpus=tuple(gpus),
+            timing_cpus_per_gpu=args.timing_cpus,
+            quiet_timing=quiet_timing,
+            triage=triage,
+        )
+        where = f"{workers} worker(s){' (quiet timing)' if quiet_timing and workers > 1 else ''}"
+    session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())
     progress = make_progress(console)
     task = progress.add_task("starting", total=total)
+    # A cluster run: a line per node under the run's, each with its cells and ETA.
+    node_tasks = {}
+    if cluster is not None:
+        for node in cluster.nodes:
+            node_tasks[node.name] = progress.add_task(f"  {node.name} · waiting", total=None)
+    node_of: dict[str, str] = {}
     done = 0
 
-    def on_start(cell):
-        progress.update(task, description=f"{cell.describe()} · starting")
+    def describe(cell, what: str) -> None:
+        node = node_of.get(cell.key)
+        if node is None:
+            progress.update(task, description=f"{cell.describe()} · {what}")
+        else:
+            progress.update(node_tasks[node], description=f"  {node} · {cell.describe()} · {what}")
 
-    def on_phase(cell, phase):
-        progress.update(task, description=f"{cell.describe()} · {phase}")
+    def on_node(cell, node: str) -> None:
+        node_of[cell.key] = node
 
     def on_result(result):
         nonlocal done
         done += 1
         progress.advance(task)
-        progress.console.print(cell_line(result, done, total))
+        node = node_of.pop(result.cell_key, None)
+        if node is None and cluster is not None:
+            node = _node_named_in(result.notes)
+        line = cell_line(result, done, total)
+        progress.console.print(f"{line} · {node}" if node else line)
+        if cluster is not None:
+            progress.update(
+                task, description=f"{done} of {total} cells on {len(cluster.nodes)} nodes"
+            )
+            _share_out(progress, node_tasks, cluster, total - done)
 
     def on_started(run_id: str) -> None:
-        console.print(
-            f"run {run_id} · {total} cells · {device} · {workers} worker(s)"
-            f"{' (quiet timing)' if quiet_timing and workers > 1 else ''} · database {args.db}"
-        )
+        console.print(f"run {run_id} · {total} cells · {device} · {where} · database {args.db}")
 
     with progress:
         outcome = session.run(
             plan.cells,
             placement,
-            on_start=on_start,
-            on_phase=on_phase,
+            on_start=lambda cell: describe(cell, "starting"),
+            on_phase=describe,
             on_result=on_result,
             on_started=on_started,
             on_note=console.print,
             retry=smaller_batch,
             stop_after_s=args.time_limit,
+            cluster=cluster,
+            on_node=on_node,
         )
     results = outcome.results
     out.print(summary_table(results))
+    if outcome.nodes:
+        out.print(node_table(outcome.nodes))
     out.print(
         f"{len(results)} of {total} cells recorded in {outcome.elapsed_s / 60:.1f} min · "
         f"run {outcome.run_id}" + (f" · label {args.label}" if args.label else "") + f" · {args.db}"
@@ -389,19 +562,49 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str) -> i
     if outcome.usage is not None and (summary := outcome.usage.summary()):
         # What limited the run: the cores (compiling) or a GPU's lock (timing).
         out.print(summary)
+    for line in node_lines(outcome.nodes):
+        out.print(line)
     if outcome.interrupted:
-        stopped_by = outcome.stopped_by or signal.SIGINT
+        if outcome.reason:
+            out.print(outcome.reason)
+        stopped_by = outcome.stopped_by
         out.print(
-            f"interrupted by {stopped_by.name}: {total - len(results)} cells not recorded; "
+            f"interrupted{f' by {stopped_by.name}' if stopped_by else ''}: "
+            f"{total - len(results)} cells not recorded; "
             "the same command resumes where this one stopped"
         )
-        return 128 + stopped_by
+        return outcome.exit_code or 130
     if len(results) < total:
         out.print(
             f"time limit of {args.time_limit:g} s reached: {total - len(results)} cells not "
             "started; the same command resumes with them"
         )
     return 0
+
+
+def _node_named_in(notes: str | None) -> str | None:
+    """The node a cluster result names in its notes (a cell recorded for a lost node)."""
+    marker = "ran on ray node "
+    if not notes or marker not in notes:
+        return None
+    return notes.rsplit(marker, 1)[1].split(";")[0].strip()
+
+
+def _share_out(progress, node_tasks, cluster, left: int) -> None:
+    """Each node's line: its cells done, and as its total those plus the share of the
+    cells left that its speed will take (nodes pull cells, so they end together): the
+    bar's ETA is then that node's."""
+    rates = {node.name: node.stats.cells_per_hour() or 0.0 for node in cluster.nodes}
+    alive = {node.name for node in cluster.nodes if node.stats.lost is None}
+    speed = sum(rate for name, rate in rates.items() if name in alive)
+    for node in cluster.nodes:
+        task = node_tasks[node.name]
+        share = left * rates[node.name] / speed if speed and node.name in alive else 0
+        progress.update(task, completed=node.stats.cells, total=node.stats.cells + share)
+        if node.stats.lost is not None:
+            progress.update(task, description=f"  {node.name} · lost: {node.stats.lost}")
+        elif left == 0:
+            progress.update(task, description=f"  {node.name} · done")
 
 
 def _console(stderr: bool):

@@ -25,9 +25,13 @@ EAGER_BASELINE = "eager baseline"
 COMPILE = "compile"
 # Compiling routes with stages of their own before the first call.
 EXPORT = "export"
+# AOTInductor's ahead-of-time compile of an exported program into a package.
+AOT_COMPILE = "aot compile"
 JAX_TRACE = "jax trace"
 XLA_COMPILE = "xla compile"
 COMPILED_RUN = "compiled_run"
+# The first call of an exported program (the export backend's compiled side).
+RUN_EXPORTED = "run exported"
 ACCURACY = "accuracy"
 WARM_UP = "warm-up"
 TIMING = "timing"
@@ -48,9 +52,11 @@ PHASE_STATUS = {
     EAGER_BASELINE: EAGER_ERROR,
     COMPILE: COMPILE_ERROR,
     EXPORT: COMPILE_ERROR,
+    AOT_COMPILE: COMPILE_ERROR,
     JAX_TRACE: COMPILE_ERROR,
     XLA_COMPILE: COMPILE_ERROR,
     COMPILED_RUN: COMPILE_ERROR,
+    RUN_EXPORTED: COMPILE_ERROR,
     ACCURACY: FAIL_ACCURACY,
     WARM_UP: COMPILE_ERROR,
     TIMING: COMPILE_ERROR,

@@ -41,7 +41,14 @@ class GraphBreak:
 
     reason: str
     user_frame: str | None = None
+    # break events explain recorded for this (reason, frame)
     count: int = 1
+    # the break's type (the first line of dynamo's message) and its id in torch's graph
+    # break registry (torch/_dynamo/graph_break_registry.json), "unregistered" when the
+    # type is not there; the registry's hints for it (JSON list)
+    break_type: str | None = None
+    registry_id: str | None = None
+    hints: str | None = None
 
 
 @dataclass
@@ -76,7 +83,28 @@ class CellResult:
     graph_count: int | None = None
     graph_break_count: int | None = None
     unique_break_count: int | None = None
+    # the break events explain recorded (the sum of graph_breaks.count: a break with no
+    # graph after it is an event but no split), and their distinct types (JSON list)
+    graph_break_events: int | None = None
+    break_types: str | None = None
     recompile_count: int | None = None
+    # why each recompile happened: the guard that failed (JSON list, in order)
+    recompile_reasons: str | None = None
+    # for a failing cell with --triage: the first rung of the backend ladder that failed
+    # (dynamo, aot autograd, decompositions/partitioning, the backend itself) and what
+    triage_rung: str | None = None
+    triage_detail: str | None = None
+    # with --triage bisect, for a cell that fails in Inductor: the subsystem Inductor's
+    # compiler bisector names (backend/subsystem, pass number, its debug text)
+    triage_bisect: str | None = None
+    # torch.export (the export and aot_inductor backends): the exported graph's nodes and
+    # operator calls, the input dims it took as dynamic (JSON, one list per input), and
+    # for a program that did not export, what torch.export.draft_export found (JSON:
+    # issue kind -> count)
+    graph_nodes: int | None = None
+    graph_ops: int | None = None
+    dynamic_dims: str | None = None
+    export_issues: str | None = None
     # the dynamic-shape probe (dynamic true/auto only)
     probe_shapes: str | None = None
     probe_ok: bool | None = None
@@ -118,6 +146,9 @@ class CellResult:
     rmse: float | None = None
     eager_rmse: float | None = None
     accuracy_pass: bool | None = None
+    # the compared tensors that failed the rule, by name (a training step: loss, grad
+    # <param>, param <param>)
+    accuracy_failed: str | None = None
     # what ran: the batch that ran, where an out-of-memory retry halved the one asked
     # for (batch_size, the cell's key)
     batch_size_run: int | None = None

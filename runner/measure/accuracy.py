@@ -4,7 +4,7 @@ harness, compiled and eager outputs each against a float64 reference."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -20,6 +20,8 @@ class Accuracy:
     rmse: float | None = None
     eager_rmse: float | None = None
     failure: str | None = None
+    # The indices of every output that failed (structure, values or the RMSE rule).
+    failed: list[int] = field(default_factory=list)
 
 
 def accuracy_tolerance(precision: str, device_type: str) -> tuple[float, float]:
@@ -55,10 +57,11 @@ def compare_outputs(
     for index, (gold, ref, res) in enumerate(zip(fp64_ref, eager, compiled, strict=True)):
         mismatch = _structural_mismatch(ref, res)
         if mismatch:
-            return Accuracy(False, failure=f"output {index}: {mismatch}")
+            return Accuracy(False, failure=f"output {index}: {mismatch}", failed=[index])
         if not _is_float(ref):
             if not torch.equal(ref, res):
                 accuracy.passed = False
+                accuracy.failed.append(index)
                 accuracy.failure = accuracy.failure or f"output {index}: values differ"
             continue
         if ref.numel() == 0:
@@ -70,6 +73,7 @@ def compare_outputs(
             accuracy.rmse, accuracy.eager_rmse = check.rmse, check.eager_rmse
         if not check.passed:
             accuracy.passed = False
+            accuracy.failed.append(index)
             accuracy.failure = accuracy.failure or (
                 f"output {index}: rmse {check.rmse:.3g} > {multiplier:g} x eager rmse "
                 f"{check.eager_rmse:.3g} + {tol / 10:g}"

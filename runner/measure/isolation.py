@@ -14,7 +14,7 @@ import tempfile
 from collections.abc import Iterator
 
 import torch
-from torch._dynamo.utils import counters
+from torch._dynamo.utils import clear_compilation_metrics, counters
 
 from runner.measure.failure import signature
 from runner.measure.host import SCRATCH_DIR_ENV
@@ -67,6 +67,8 @@ def restored_process_state(notes: list[str]) -> Iterator[None]:
     default_dtype = torch.get_default_dtype()
     torch._dynamo.reset()
     counters.clear()
+    # Per-cell compilation metrics (recompile reasons).
+    clear_compilation_metrics()
     try:
         yield
     finally:

@@ -26,8 +26,9 @@ import contextlib
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from runner.backends.xla.eager_baseline import MODULE as XLA_EAGER_BASELINE
 
@@ -186,3 +187,16 @@ def split_cpus(
         for i in range(gpus)
     ]
     return timing, frozenset(cores[: len(cores) - reserved])
+
+
+def default_workers(device: str, env: Mapping[str, Any]) -> int:
+    """On CUDA, as many workers as half the cores (compiling is CPU-bound) and one per
+    ~16 GiB of GPU memory allow, at most 8 per GPU; on CPU one, as timing shares the
+    cores that compile."""
+    if device != "cuda":
+        return 1
+    gpus = max(1, int(env.get("gpu_count") or 1))
+    memory_gb = float(env.get("gpu_memory_gb") or 16.0)
+    by_cores = max(1, (os.cpu_count() or 2) // 2)
+    by_memory = max(1, int(memory_gb // 16)) * gpus
+    return max(1, min(by_cores, by_memory, 8 * gpus))

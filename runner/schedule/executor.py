@@ -16,11 +16,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 from runner.backends.registry import XLA_PROCESS, process_kind
 from runner.matrix.cells import Cell
@@ -30,7 +32,9 @@ from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResul
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
-from zoo.errors import Interrupted
+from runner.triage import TRIAGE, wants_triage
+from runner.triage import merge as merge_triage
+from zoo.errors import interruption, raise_terminated
 
 # How long a new worker may take to import torch and friends before the cell's own
 # clock starts; past it the start itself is treated as a hang.
@@ -57,6 +61,34 @@ WAITING_FOR_GPU = "lock"
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
+
+
+@runtime_checkable
+class CellFeed(Protocol):
+    """Cells that arrive while a run is under way (a cluster's node is handed cells as
+    its workers free up): ``take`` never blocks, since the executor polls its workers
+    between calls."""
+
+    def take(self) -> Cell | None:
+        """The next cell, or None when there is none for now."""
+        ...
+
+    def exhausted(self) -> bool:
+        """Every cell has been taken and no more will come."""
+        ...
+
+
+class _ListFeed:
+    """A feed of a fixed list of cells."""
+
+    def __init__(self, cells: Iterable[Cell]):
+        self.cells = deque(cells)
+
+    def take(self) -> Cell | None:
+        return self.cells.popleft() if self.cells else None
+
+    def exhausted(self) -> bool:
+        return not self.cells
 
 
 @dataclass
@@ -242,6 +274,7 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        self._stop = threading.Event()
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
         self._cell_s = 0.0
@@ -295,37 +328,61 @@ class Executor:
         name = f"worker-{self._spawned}"
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
+    def stop(self) -> None:
+        """End a ``run()`` under way in another thread as Ctrl-C would: its workers are
+        killed and it raises ``Interrupted``."""
+        self._stop.set()
+
     def run(
         self,
-        cells: Iterable[Cell],
+        cells: Iterable[Cell] | CellFeed,
         on_result: Callable[[CellResult], None],
         on_start: Callable[[Cell], None] = lambda cell: None,
         on_phase: Callable[[Cell, str], None] = lambda cell, phase: None,
         deadline: float | None = None,
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
+        triage: str | None = None,
     ) -> None:
         """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
         starts after ``deadline`` (``time.monotonic()``); those left get no result.
         ``retry(cell, result)`` may give a cell to run again instead of reporting the
         result (a smaller batch after running out of memory): it runs next, in a fresh
         worker, deadline or not, and the result reported in the end says in its notes
-        what the earlier attempts ended as.
+        what the earlier attempts ended as. ``triage`` (a mode of ``runner.triage``): a
+        torch.compile cell that failed is reported only after a triage job of it ran in a
+        fresh worker, with the job's verdict in its row.
 
-        Raises ``Interrupted`` on Ctrl-C or SIGTERM, after killing every worker; the
-        cells that were running then get no result.
+        ``cells`` may be a ``CellFeed``: the run then lasts until the feed is exhausted and
+        every cell taken from it is done.
+
+        Raises ``Interrupted`` on Ctrl-C, SIGTERM (where run in the main thread) or
+        ``stop()``, after killing every worker; the cells that were running then get no
+        result.
         """
-        queue = deque(cells)
+        feed = cells if isinstance(cells, CellFeed) else _ListFeed(cells)
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
-        planned = len(queue)
+        # Failing results waiting for their triage job, by cell key.
+        held: dict[str, CellResult] = {}
+        planned = 0
+        past_deadline = False
         meter = usage.CpuMeter()
         self._cell_s = self._lock_wait_s = 0.0
+        self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # Only the main thread may set a signal handler (a cluster node runs this in one
+        # of its own threads, and stops it with stop()).
+        in_main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main else None
         try:
-            while queue or again or any(w is not None and w.running for w in slots):
+            while True:
+                if self._stop.is_set():
+                    raise KeyboardInterrupt
                 if deadline is not None and time.monotonic() >= deadline:
-                    queue.clear()
+                    past_deadline = True
+                busy = any(w is not None and w.running for w in slots)
+                if not (again or busy) and (past_deadline or feed.exhausted()):
+                    break
                 for index, worker in enumerate(slots):
                     if worker is not None and worker.running:
                         cell = worker.running.cell
@@ -342,11 +399,24 @@ class Executor:
                             if retried is not None:
                                 earlier.setdefault(cell.key, []).append(_attempt(cell, result))
                                 again.append(retried)
+                            elif cell.extra.get(TRIAGE):
+                                original = held.pop(cell.key)
+                                merge_triage(original, result)
+                                on_result(original)
+                            elif triage and wants_triage(cell, result):
+                                _with_attempts(result, earlier.pop(cell.key, []))
+                                held[cell.key] = result
+                                again.append(replace(cell, extra={**cell.extra, TRIAGE: triage}))
                             else:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)
-                    if (worker is None or not worker.running) and (again or queue):
-                        cell = (again or queue).popleft()
+                    if worker is None or not worker.running:
+                        if again:
+                            cell = again.popleft()
+                        elif past_deadline or (cell := feed.take()) is None:
+                            continue
+                        else:
+                            planned += 1
                         kind = process_kind(cell.config.backend)
                         if worker is not None and worker.kind != kind:
                             worker.kill()
@@ -365,16 +435,19 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             slots = []
-            raise Interrupted(
-                signal.SIGTERM if isinstance(stop, _Terminated) else signal.SIGINT
-            ) from None
+            # Finished cells whose triage was under way are recorded, untriaged.
+            for result in held.values():
+                result.triage_rung = "triage interrupted"
+                on_result(result)
+            raise interruption(stop) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
             # late Ctrl-C finds no cleanup to interrupt.
             for worker in slots:
                 if worker is not None:
                     worker.kill()
-            signal.signal(signal.SIGTERM, previous)
+            if in_main:
+                signal.signal(signal.SIGTERM, previous)
             lock_wait = self._lock_wait_s / self._cell_s if self._cell_s else None
             self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
 
@@ -509,12 +582,3 @@ def _stack_dump(log: str) -> str | None:
     if not any(marker in dump for marker in _DUMP_MARKERS):
         return None
     return dump[-DUMP_CHARS:]
-
-
-class _Terminated(KeyboardInterrupt):
-    """SIGTERM, taken the way of Ctrl-C (workers killed, the run recorded as
-    interrupted) but told apart from it in the exit status."""
-
-
-def _raise_interrupt(signum, frame):
-    raise _Terminated

@@ -58,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
 
     # Imported after faulthandler so that a crash while importing torch is dumped too.
+    from runner import triage
     from runner.cell import measure_cell
     from runner.matrix.cells import Cell
     from runner.measure.context import no_gate
@@ -101,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         current["key"] = cell.key
         print(f"=== zoo-matrix worker: cell {cell.key} {cell.describe()}", file=sys.stderr)
         sys.stderr.flush()
-        result = measure_cell(cell, report_phase=report_phase, gate=gate)
+        if cell.extra.get(triage.TRIAGE):
+            result = triage.ladder(cell, report_phase=report_phase, gate=gate)
+        else:
+            result = measure_cell(cell, report_phase=report_phase, gate=gate)
         _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
         _write_atomic(args.status_file, "ready")
     return 0

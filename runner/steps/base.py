@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 import torch
+
+from runner.matrix.cells import Cell
 
 
 class Step(ABC):
@@ -14,6 +17,9 @@ class Step(ABC):
     eagerly, has the backend compile it, and compares the outputs ``outputs`` picks."""
 
     name: str
+
+    def __init__(self, cell: Cell) -> None:
+        self.cell = cell
 
     @abstractmethod
     def prepare(self, model: torch.nn.Module) -> None:
@@ -26,8 +32,43 @@ class Step(ABC):
     @abstractmethod
     def program(self, model: torch.nn.Module) -> torch.nn.Module:
         """The module one call runs, called with the cell's inputs as positional
-        arguments: what a backend compiles and the eager side calls."""
+        arguments: what a backend compiles and the eager side calls. Each call of this
+        gives the side that asks its own program (a step that changes state, training,
+        gives each its own copy of the model)."""
 
     @abstractmethod
     def outputs(self, value: Any) -> list[torch.Tensor]:
         """The tensors of one call's return value that are compared for accuracy."""
+
+    def output_names(self, count: int) -> list[str]:
+        """Names of the compared tensors, in order (which ones failed goes in the row)."""
+        return [f"output {index}" for index in range(count)]
+
+    def notes(self, model: torch.nn.Module) -> list[str]:
+        """What the cell's notes should say about how the step runs ``model``."""
+        return []
+
+
+# A program may say which of its parts a compiler compiles (a training step: its model
+# and loss, not its backward call or, unless asked, its optimizer); a plain module is
+# compiled whole. Backends that compile a program call these.
+
+
+def compile_program(program: Any, compile_part: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``program`` with ``compile_part`` applied where it says (the whole of it by
+    default): what a torch.compile backend calls as the compiled side."""
+    parts = getattr(program, "compile_parts", None)
+    return parts(compile_part) if parts is not None else compile_part(program)
+
+
+def compiled_parts(program: Any) -> int:
+    """How many separately compiled parts the program has (graphs beyond them are
+    splits: graph breaks)."""
+    return getattr(program, "part_count", 1)
+
+
+def explain_target(program: Any, inputs: tuple[Any, ...]) -> tuple[Callable[..., Any], tuple]:
+    """What ``torch._dynamo.explain`` traces for the program's graph breaks, and with
+    which arguments: the part a compiler compiles first."""
+    target = getattr(program, "explain_target", None)
+    return target(inputs) if target is not None else (program, inputs)

@@ -3,6 +3,8 @@
 A step is what one call is: its grad mode, the model's mode, the program one call runs
 and which of its outputs are compared. Adding one is a module (a ``runner.steps.base.Step``)
 and an entry here; backends list the steps they support (``runner.backends.registry``).
+A step's name may carry options, ``train+model+sgd`` (as modes do): the name is the cell's,
+so the options key it.
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from dataclasses import dataclass
 from runner.matrix.plugins import resolve
 
 INFER = "infer"
+TRAIN = "train"
+OPTION = "+"
 
 
 @dataclass(frozen=True)
@@ -20,7 +24,21 @@ class StepEntry:
     summary: str
     # "module:Class" of its ``runner.steps.base.Step``, imported only in workers.
     implementation: str
+    # Options its name may carry, at most one of each group (``train+model+sgd``).
+    option_groups: tuple[tuple[str, ...], ...] = ()
 
+    def accepts(self, name: str) -> bool:
+        base, *options = name.split(OPTION)
+        if base != self.name or len(set(options)) != len(options):
+            return False
+        groups = [next((g for g in self.option_groups if o in g), None) for o in options]
+        return None not in groups and len(set(map(id, groups))) == len(groups)
+
+
+# What of a training step a compiler compiles: the model and its loss as one region
+# (default), the model only (as timm's benchmark does), or the optimizer step too.
+TRAIN_COMPILE = ("model", "all")
+OPTIMIZERS = ("sgd",)  # Adam when none is named
 
 STEPS: dict[str, StepEntry] = {
     INFER: StepEntry(
@@ -28,22 +46,45 @@ STEPS: dict[str, StepEntry] = {
         "inference: the model in eval mode under no_grad, one forward call",
         "runner.steps.infer:Infer",
     ),
+    TRAIN: StepEntry(
+        TRAIN,
+        "a training step: forward under the cell's precision, loss, backward, optimizer step",
+        "runner.steps.train:Train",
+        option_groups=(TRAIN_COMPILE, OPTIMIZERS),
+    ),
 }
 # Steps the design names that are not built yet: asking for one says so.
-PLANNED = {"train": "the train step (forward, loss, backward, optimizer) is not built yet"}
+PLANNED: dict[str, str] = {}
 
 
 def names() -> tuple[str, ...]:
     return tuple(STEPS)
 
 
+def base(name: str) -> str:
+    """A step's name without its options: ``train+model`` -> ``train``."""
+    return name.split(OPTION)[0]
+
+
+def options(name: str) -> tuple[str, ...]:
+    return tuple(name.split(OPTION)[1:])
+
+
 def get(name: str) -> StepEntry:
-    try:
-        return STEPS[name]
-    except KeyError:
-        raise ValueError(f"unknown step {name!r}; known: {', '.join(STEPS)}") from None
+    """The entry of a step name (options allowed); ValueError for one no step accepts."""
+    entry = STEPS.get(base(name))
+    if entry is None or not entry.accepts(name):
+        raise ValueError(f"unknown step {name!r}; {describe()}")
+    return entry
 
 
-def load(name: str):
-    """An instance of the step's implementation (imports torch)."""
-    return resolve(get(name).implementation)()
+def describe() -> str:
+    return "steps: " + "; ".join(
+        entry.name + "".join(f" [+{'|+'.join(group)}]" for group in entry.option_groups)
+        for entry in STEPS.values()
+    )
+
+
+def load(cell):
+    """An instance of the implementation of the cell's step (imports torch)."""
+    return resolve(get(cell.config.step).implementation)(cell)

@@ -24,6 +24,8 @@ from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
 from runner.matrix.results import STATUSES, CellResult
 from runner.store.schema import (
+    BREAK_COLUMNS,
+    BREAK_TYPES,
     DEFAULT_DB_PATH,
     ENVIRONMENT_COLUMNS,
     MIGRATIONS,
@@ -321,19 +323,19 @@ class Store:
             names = ", ".join(f'"{name}"' for name in columns)
             con.execute(f"INSERT INTO results ({names}) SELECT {', '.join(selects)}", values)
             if breaks:
+                names = ", ".join(f'"{name}"' for name in BREAK_COLUMNS)
                 con.execute(
-                    "INSERT INTO graph_breaks (result_id, run_id, cell_key, idx, reason, "
-                    "user_frame, count, schema_version) SELECT unnest(?::VARCHAR[]), ?, "
-                    "unnest(?::VARCHAR[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
-                    "unnest(?::VARCHAR[]), unnest(?::BIGINT[]), ?",
+                    "INSERT INTO graph_breaks (result_id, run_id, cell_key, idx, "
+                    f"{names}, schema_version) SELECT unnest(?::VARCHAR[]), ?, "
+                    "unnest(?::VARCHAR[]), unnest(?::INTEGER[]), "
+                    + ", ".join(f"unnest(?::{sql}[])" for sql in BREAK_TYPES.values())
+                    + ", ?",
                     [
                         [b[0] for b in breaks],
                         run_id,
                         [b[1] for b in breaks],
                         [b[2] for b in breaks],
-                        [b[3].reason for b in breaks],
-                        [b[3].user_frame for b in breaks],
-                        [b[3].count for b in breaks],
+                        *([getattr(b[3], name) for b in breaks] for name in BREAK_COLUMNS),
                         SCHEMA_VERSION,
                     ],
                 )

@@ -25,11 +25,11 @@ from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.clock import utc_now
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS, environment_id
 from runner.matrix.process import current_host, start_token
-from runner.matrix.results import CellResult, result_columns
+from runner.matrix.results import CellResult, GraphBreak, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # abandoned: the run's process died without finishing it (killed, the host rebooted);
 # a later run on its host found it so (runner.matrix.process) and counted its rows.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
@@ -232,10 +232,33 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
     (
         4,
         (
+            # The export and aot_inductor backends: what torch.export made of the model.
+            "ALTER TABLE results ADD COLUMN graph_nodes BIGINT",
+            "ALTER TABLE results ADD COLUMN graph_ops BIGINT",
+            "ALTER TABLE results ADD COLUMN dynamic_dims VARCHAR",
+            "ALTER TABLE results ADD COLUMN export_issues VARCHAR",
+            # Which compared tensors failed the accuracy rule (training compares many).
+            "ALTER TABLE results ADD COLUMN accuracy_failed VARCHAR",
+            # Why it broke: break types and registry ids, events, recompile reasons,
+            # the triage ladder's verdict.
+            "ALTER TABLE results ADD COLUMN graph_break_events BIGINT",
+            "ALTER TABLE results ADD COLUMN break_types VARCHAR",
+            "ALTER TABLE results ADD COLUMN recompile_reasons VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_rung VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_detail VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_bisect VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN break_type VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN registry_id VARCHAR",
+            "ALTER TABLE graph_breaks ADD COLUMN hints VARCHAR",
+        ),
+    ),
+    (
+        5,
+        (
             # A new run status, abandoned, and who owns a running run (host, pid, start
             # token: runner.matrix.process). DuckDB cannot alter a CHECK constraint,
             # so the table is made again with the rows of before.
-            "CREATE TABLE runs_v3 AS SELECT * FROM runs",
+            "CREATE TABLE runs_v4 AS SELECT * FROM runs",
             "DROP TABLE runs",
             """
             CREATE TABLE runs (
@@ -259,8 +282,8 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
                 pid_started VARCHAR
             )
             """,
-            "INSERT INTO runs BY NAME SELECT * FROM runs_v3",
-            "DROP TABLE runs_v3",
+            "INSERT INTO runs BY NAME SELECT * FROM runs_v4",
+            "DROP TABLE runs_v4",
         ),
     ),
 ]
@@ -460,6 +483,11 @@ def result_column_types() -> dict[str, str]:
 
 
 RESULT_TYPES = result_column_types()
+# ``graph_breaks`` columns from ``GraphBreak`` (beside result_id, run_id, cell_key, idx).
+BREAK_TYPES = {
+    f.name: sql_type(typing.get_type_hints(GraphBreak)[f.name]) for f in fields(GraphBreak)
+}
+BREAK_COLUMNS = tuple(BREAK_TYPES)
 
 
 @dataclass

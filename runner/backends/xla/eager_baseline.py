@@ -121,7 +121,7 @@ def main() -> int:
 
     request = json.loads(sys.stdin.readline())
     cell = Cell.from_dict(request["cell"])
-    step = steps.load(cell.config.step)
+    step = steps.load(cell)
     subject = Subject.build(cell, treatment=CAST)
     step.prepare(subject.model)
     subject.load_inputs()

@@ -48,7 +48,7 @@ from runner.matrix.phases import (
 from runner.measure.context import CellContext, Unsupported
 from runner.measure.isolation import seed_everything
 from runner.measure.profile import CallProfile, profile_call, record_profiles
-from runner.measure.subject import CAST, Subject
+from runner.measure.subject import Subject
 from runner.measure.tensors import MB, host_tensors
 from runner.measure.timing import (
     REWARM_CALLS,
@@ -122,9 +122,6 @@ class TensorOutputs(torch.nn.Module):
 class JaxRoute(Backend):
     """The ``xla`` and ``xla_export`` routes: cast precision, JAX compile and calls, the
     eager side timed in a process of its own."""
-
-    # Autocast does not cross into JAX: model and inputs are cast, eager side too.
-    treatment = CAST
 
     def __init__(self, ctx: CellContext) -> None:
         super().__init__(ctx)

@@ -1,0 +1,120 @@
+"""The zoo report: what the headline column says so far, as markdown for docs/.
+
+Reads the shipped parquet runs (and/or a database) and prints: pass rate per suite and
+family, the speedup distribution (wall-clock and GPU time), the commonest failure
+signatures and graph-break types, the models slower compiled than eager, and the
+launch-bound share. Every figure is over the newest row of each headline cell (inductor
+default, dynamic false, bf16, inference, CUDA)::
+
+    python benchmarks/zoo_report.py > docs/zoo-h200.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from dashboard.data import load  # noqa: E402
+from runner.matrix.labels import LAUNCH_BOUND_RATIO  # noqa: E402
+
+HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
+TOP = 15
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def quantiles(values: list[float]) -> str:
+    if len(values) < 2:
+        return "-"
+    cuts = statistics.quantiles(values, n=10, method="inclusive")
+    return f"p10 {cuts[0]:.2f}x, median {statistics.median(values):.2f}x, p90 {cuts[-1]:.2f}x"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
+    parser.add_argument("--db", type=Path, default=None)
+    args = parser.parse_args()
+    con, _ = load(args.runs_dir, args.db)
+    con.execute(f"CREATE TEMP VIEW headline AS SELECT * FROM latest_results WHERE {HEADLINE}")
+    (cells,) = con.execute("SELECT count(*) FROM headline").fetchone()
+    print("# The headline column so far\n")
+    print(
+        f"{cells:,} cells (inductor default, dynamic false, bf16 autocast, inference, one "
+        "H200); the newest row of each. Made by `python benchmarks/zoo_report.py`.\n"
+    )
+    print("## Pass rate per suite\n\n| suite | cells | pass | failing | pass rate |")
+    print("| --- | --- | --- | --- | --- |")
+    for suite, total, passed in con.execute(
+        "SELECT suite, count(*), count(*) FILTER (WHERE status = 'pass') FROM headline "
+        "GROUP BY suite ORDER BY suite"
+    ).fetchall():
+        print(f"| {suite} | {total} | {passed} | {total - passed} | {passed / total:.0%} |")
+    print("\n## Pass rate per family (the 15 largest)\n\n| family | cells | pass rate |")
+    print("| --- | --- | --- |")
+    for family, total, passed in con.execute(
+        "SELECT family, count(*), count(*) FILTER (WHERE status = 'pass') FROM headline "
+        f"GROUP BY family ORDER BY count(*) DESC, family LIMIT {TOP}"
+    ).fetchall():
+        print(f"| {family} | {total} | {passed / total:.0%} |")
+    rows = con.execute(
+        "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
+        "memory_ratio FROM headline WHERE status = 'pass' AND speedup > 0"
+    ).fetchall()
+    wall = [r[1] for r in rows]
+    gpu = [r[2] for r in rows if r[2]]
+    print("\n## Speedups of passing cells\n")
+    print(f"- wall-clock ({len(wall)} cells): geomean {geomean(wall) or 0:.2f}x; {quantiles(wall)}")
+    if gpu:
+        print(
+            f"- GPU time ({len(gpu)} cells with a profile): geomean {geomean(gpu):.2f}x; "
+            f"{quantiles(gpu)}"
+        )
+    profiled = [r for r in rows if r[5]]
+    if profiled:
+        bound = [r for r in profiled if (r[4] or r[3]) / r[5] >= LAUNCH_BOUND_RATIO]
+        print(
+            f"- launch-bound (fastest eager sample {LAUNCH_BOUND_RATIO:g}x its GPU time or "
+            f"more): {len(bound)} of {len(profiled)} profiled cells"
+        )
+    memory = [r[6] for r in rows if r[6]]
+    if memory:
+        print(f"- peak memory compiled / eager: median {statistics.median(memory):.2f}")
+    slower = sorted((r for r in rows if r[1] < 1.0), key=lambda r: r[1])
+    print(f"\n## Slower compiled than eager ({len(slower)})\n")
+    if slower:
+        print("| model | speedup | GPU-time speedup |\n| --- | --- | --- |")
+        for model, speedup, gpu_speedup, *_ in slower[:30]:
+            shown = f"{gpu_speedup:.2f}x" if gpu_speedup else "-"
+            print(f"| {model} | {speedup:.2f}x | {shown} |")
+    print("\n## The commonest failure signatures\n\n| status | signature | cells |")
+    print("| --- | --- | --- |")
+    for status, signature, count in con.execute(
+        "SELECT status, coalesce(error_signature, status), count(*) FROM headline "
+        f"WHERE status <> 'pass' GROUP BY ALL ORDER BY count(*) DESC LIMIT {TOP}"
+    ).fetchall():
+        text = signature.replace("|", "\\|")[:160]
+        print(f"| {status} | {text} | {count} |")
+    print("\n## Graph-break types\n\n| type | registry id | models | breaks |")
+    print("| --- | --- | --- | --- |")
+    for break_type, registry_id, models, breaks in con.execute(
+        "SELECT coalesce(g.break_type, g.reason), coalesce(g.registry_id, 'unregistered'), "
+        "count(DISTINCT h.model_id), sum(g.count) FROM headline h "
+        "JOIN graph_breaks g USING (result_id) GROUP BY 1, 2 "
+        f"ORDER BY 3 DESC, 4 DESC LIMIT {TOP}"
+    ).fetchall():
+        print(f"| {break_type.replace('|', '/')[:120]} | {registry_id} | {models} | {breaks} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

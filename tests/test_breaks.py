@@ -1,0 +1,138 @@
+"""Why it broke: graph-break types and registry ids, recompile reasons, and the triage
+ladder placing failures at their stage (torch 2.11 on CPU)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner import triage
+from runner.backends import dynamo_breaks
+from runner.cli.run import main as zoo_run
+from runner.matrix.cells import Cell, CellConfig
+from tests.results import make_result, rows
+from tests.test_measure import Mlp, features, make_cell, measure
+
+BREAKING = Path(__file__).parent / "fixtures" / "breaking.py"
+ITEM = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+PRINT = "Failed to trace builtin operator"
+
+
+def test_the_article_model_breaks_with_two_registered_types(tmp_path):
+    """Under torch 2.11 dynamo traces the assert on a tensor and the loop over np.arange;
+    the .item() into a dict and the print break the graph (explain agrees)."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{BREAKING}:ArticleModel", "--backends", "eager", "--device", "cpu"]
+    assert zoo_run([*args, "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "pass", row["error_message"]
+    assert (row["graph_break_count"], row["graph_break_events"]) == (2, 2)
+    assert json.loads(row["break_types"]) == [PRINT, ITEM]
+    breaks = rows(db, "SELECT * FROM graph_breaks ORDER BY idx")
+    assert [b["break_type"] for b in breaks] == [ITEM, PRINT]
+    known = dynamo_breaks.registry()
+    assert [b["registry_id"] for b in breaks] == [known[ITEM][0], known[PRINT][0]]
+    assert all(b["registry_id"].startswith("GB") for b in breaks)
+    assert json.loads(breaks[0]["hints"]) == known[ITEM][1]
+    assert sum(b["count"] for b in breaks) == row["graph_break_events"]
+
+
+def test_a_message_the_registry_does_not_know_is_unregistered():
+    assert dynamo_breaks.classify("Something new\n  Explanation: ...") == (
+        "Something new",
+        dynamo_breaks.UNREGISTERED,
+        None,
+    )
+    linked = (
+        "A new kind\n For more details: https://example/compile-graph-break-site/gb/gb9999.html"
+    )
+    assert dynamo_breaks.classify(linked)[1] == "GB9999"
+
+
+def test_recompile_reasons_name_the_guard_that_failed():
+    result = measure(Mlp(), backend="eager", dynamic="auto", batch_size=8)
+    assert result.status == "pass" and result.probe_recompiles == 1
+    (reason,) = json.loads(result.recompile_reasons)
+    assert "size mismatch at index 0" in reason and "expected 8, actual 4" in reason
+
+
+def test_a_failing_backend_is_placed_above_the_rungs_that_pass(monkeypatch):
+    """dynamo's own testing backend that swaps relu for something wrong: the three
+    ladder rungs pass, the cell's backend is the one that fails."""
+    from runner import cell as cell_module
+
+    original = cell_module.measure_cell
+
+    def with_module(cell, **options):
+        return original(cell, model=Mlp(), inputs_fn=features, **options)
+
+    monkeypatch.setattr(triage, "measure_cell", with_module)
+    cell = make_cell(backend="relu_accuracy_error_TESTING_ONLY")
+    verdict = triage.ladder(cell)
+    assert verdict.triage_rung == "fails in relu_accuracy_error_TESTING_ONLY"
+    assert verdict.triage_detail == "fail_accuracy"
+    assert [c.backend for c in triage.rungs(cell)] == [
+        "eager",
+        "aot_eager",
+        "aot_eager_decomp_partition",
+        "relu_accuracy_error_TESTING_ONLY",
+    ]
+
+
+def test_the_ladder_starts_below_the_failing_backend():
+    aot = make_cell(backend="aot_eager")
+    assert [c.backend for c in triage.rungs(aot)] == ["eager", "aot_eager"]
+    inductor = make_cell(backend="inductor", mode="max-autotune")
+    configs = triage.rungs(inductor)
+    assert [(c.backend, c.mode) for c in configs] == [
+        ("eager", "none"),
+        ("aot_eager", "none"),
+        ("aot_eager_decomp_partition", "none"),
+        ("inductor", "max-autotune"),
+    ]
+
+
+def test_only_compiler_failures_of_torch_compile_cells_are_triaged():
+    cell = make_cell(backend="inductor", mode="default")
+    for status, wanted in (
+        ("compile_error", True),
+        ("fail_accuracy", True),
+        ("crash", True),
+        ("pass", False),
+        ("eager_error", False),
+        ("oom", False),
+        ("unsupported", False),
+    ):
+        assert triage.wants_triage(cell, make_result(status=status)) is wanted, status
+    xla = Cell(cell.spec, CellConfig("xla", "none", "false", "fp32"), "full", 4, None, "cpu", "e")
+    assert not triage.wants_triage(xla, make_result(status="compile_error"))
+    export = Cell(
+        cell.spec, CellConfig("export", "strict", "false", "fp32"), "full", 4, None, "cpu", "e"
+    )
+    assert not triage.wants_triage(export, make_result(status="compile_error"))
+
+
+def test_a_dynamo_failure_is_triaged_to_dynamo_in_a_sweep(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    assert zoo_run([*args, "--device", "cpu", "--triage", "ladder", "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "compile_error"  # the cell's own status stays
+    assert row["triage_rung"] == "fails in dynamo"
+    assert "fake" in row["triage_detail"].lower()
+
+
+@pytest.mark.inductor
+def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
+    """Inductor's own testing switch makes its CPU relu wrong: the ladder's three rungs
+    pass, Inductor fails, and its compiler bisector names the relu lowering."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{BREAKING}:InductorReluBug", "--backends", "inductor"]
+    assert zoo_run([*args, "--device", "cpu", "--triage", "bisect", "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "fail_accuracy"
+    assert (row["triage_rung"], row["triage_detail"]) == ("fails in inductor", "fail_accuracy")
+    assert row["triage_bisect"].startswith("inductor/lowerings")
+    assert ": relu" in row["triage_bisect"]

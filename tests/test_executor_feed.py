@@ -1,0 +1,63 @@
+"""The local executor over a feed of cells that arrive during the run (what each node of
+a cluster runs), stopped from another thread."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from runner.cluster.node import CellQueue
+from runner.matrix.cells import Cell, CellConfig
+from runner.schedule.executor import Executor
+from zoo.catalog import select
+from zoo.errors import Interrupted
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _cell(module: str, backend: str = "eager") -> Cell:
+    spec = select(None, [f"{FIXTURES / module}"])[0]
+    return Cell(spec, CellConfig(backend, "none", "false", "fp32"), "full", None, None, "cpu", "t")
+
+
+def _run_beside(tmp_path: Path, first: Cell, meanwhile, **callbacks) -> list:
+    """Run ``first`` from a feed while ``meanwhile(feed, executor, results, phases)``
+    acts from another thread; the results."""
+    feed = CellQueue()
+    feed.put([first])
+    results: list = []
+    phases: list[str] = []
+    executor = Executor(tmp_path, workers=1, lock_dir=tmp_path / "locks")
+    helper = threading.Thread(target=meanwhile, args=(feed, executor, results, phases))
+    helper.start()
+    try:
+        executor.run(feed, on_result=results.append, on_phase=lambda c, p: phases.append(p))
+    finally:
+        helper.join()
+    assert executor.usage is not None
+    return results
+
+
+def test_cells_handed_over_during_the_run_are_run_until_the_feed_is_closed(tmp_path):
+    def hand_over_late(feed, executor, results, phases):
+        while not results:
+            time.sleep(0.1)
+        feed.put([_cell("toy_models.py:TinyMLP", "aot_eager")])
+        time.sleep(0.5)
+        feed.close()
+
+    results = _run_beside(tmp_path, _cell("toy_models.py:TinyMLP"), hand_over_late)
+    assert [(r.backend, r.status) for r in results] == [("eager", "pass"), ("aot_eager", "pass")]
+
+
+def test_stop_from_another_thread_kills_the_workers_and_drops_the_cell(tmp_path):
+    def stop_when_compiling(feed, executor, results, phases):
+        while "compile" not in phases:
+            time.sleep(0.1)
+        executor.stop()
+
+    with pytest.raises(Interrupted):
+        _run_beside(tmp_path, _cell("misbehaving.py:HangWhenCompiled"), stop_when_compiling)

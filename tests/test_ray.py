@@ -1,0 +1,297 @@
+"""zoo-run --executor ray on a real Ray cluster of this machine: a head that takes no
+cells and two nodes of one CPU each, every process bound to 127.0.0.1.
+
+One cluster serves the module (Ray starts slowly on 2 cores); a test that kills nodes
+adds fresh ones back before the next test needs them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# Ray replaces a loopback address with this host's outside one unless told otherwise
+# (read when ray is imported); runner.cluster does the same for a loopback --ray-address.
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+import ray
+from ray.cluster_utils import Cluster
+
+from runner.cli.run import main
+from tests.results import rows
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures"
+MISBEHAVING = FIXTURES / "misbehaving.py"
+TOY = FIXTURES / "toy_models.py"
+LOCAL = "127.0.0.1"
+TINY = ["--models", "test_resnet,test_vit", "--backends", "eager,aot_eager", "--device", "cpu"]
+SMALL = ["--models", "test_resnet,test_vit", "--backends", "eager", "--device", "cpu"]
+pytestmark = pytest.mark.slow
+
+
+def _add_node(cluster: Cluster):
+    return cluster.add_node(num_cpus=1, node_ip_address=LOCAL, include_dashboard=False)
+
+
+def _workers(cluster: Cluster) -> list:
+    return [node for node in cluster.worker_nodes if node.remaining_processes_alive()]
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            # The head keeps no CPU for cells, as `ray start --head --num-cpus 0` does.
+            "num_cpus": 0,
+            "node_ip_address": LOCAL,
+            "include_dashboard": False,
+            # A node killed outright is declared dead within about two seconds.
+            "_system_config": {"health_check_period_ms": 500, "health_check_failure_threshold": 4},
+        },
+    )
+    try:
+        for _ in range(2):
+            _add_node(cluster)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _renew(cluster: Cluster) -> Cluster:
+    """The cluster with two live nodes besides its head (dead ones dropped)."""
+    for node in list(cluster.worker_nodes):
+        if not node.remaining_processes_alive():
+            cluster.remove_node(node, allow_graceful=False)
+    while len(_workers(cluster)) < 2:
+        _add_node(cluster)
+    cluster.wait_for_nodes()
+    return cluster
+
+
+@pytest.fixture
+def two_nodes(cluster):
+    return _renew(cluster)
+
+
+def _zoo_run(*args: str) -> subprocess.Popen:
+    """zoo-run as a user runs it, in its own process (the tests' process holds the
+    cluster's nodes, and a driver that is killed must not take them along)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen(
+        [sys.executable, "-m", "runner.cli.run", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
+
+
+def _read_until(proc: subprocess.Popen, wanted, limit_s: float = 240) -> list[str]:
+    lines = []
+    deadline = time.monotonic() + limit_s
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        lines.append(line)
+        if wanted(line):
+            return lines
+        assert time.monotonic() < deadline, "".join(lines)
+    raise AssertionError("zoo-run ended first:\n" + "".join(lines))
+
+
+def _node_ids(cluster: Cluster) -> dict[str, object]:
+    """Each live worker node by the short id zoo-run names it with (host:id)."""
+    return {node.node_id[:8]: node for node in _workers(cluster)}
+
+
+def test_a_sweep_over_two_nodes_records_the_rows_of_a_local_run(two_nodes, tmp_path, capsys):
+    local_db, ray_db = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
+    assert main([*SMALL, "--db", str(local_db)]) == 0
+    capsys.readouterr()
+
+    ray_args = [*SMALL, "--executor", "ray", "--ray-address", two_nodes.address]
+    assert main([*ray_args, "--db", str(ray_db)]) == 0
+    captured = capsys.readouterr()
+    assert "ray cluster at" in captured.err and "2 node(s)" in captured.err
+    assert "per node" in captured.out  # the per-node summary
+
+    def cells(db):
+        return {(r["cell_key"], r["model_id"], r["backend"], r["status"]) for r in rows(db)}
+
+    assert cells(ray_db) == cells(local_db)
+    assert {status for *_, status in cells(ray_db)} == {"pass"}
+    # Both nodes ran cells, and each row says which.
+    ids = _node_ids(two_nodes)
+    ran_on = {r["notes"].rsplit("ran on ray node ", 1)[1].split(":")[1][:8] for r in rows(ray_db)}
+    assert ran_on == set(ids)
+    (run,) = rows(ray_db, "SELECT * FROM runs")
+    assert run["status"] == "finished" and run["cells_recorded"] == 2
+    assert run["env_id"] == rows(local_db, "SELECT env_id FROM runs")[0]["env_id"]
+
+    # Resume: the plan on the cluster skips what is recorded; a dry run names the nodes.
+    assert main([*ray_args, "--db", str(ray_db), "--dry-run"]) == 0
+    captured = capsys.readouterr()
+    assert "skipping 2 cells already recorded" in captured.err
+    assert "2 node(s)" in captured.out and "0 cells to run" in captured.out
+    assert len(rows(ray_db)) == 2
+
+
+def test_a_node_killed_mid_sweep_loses_only_its_cells_in_flight(two_nodes, tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    ids = _node_ids(two_nodes)
+    proc = _zoo_run(*TINY, "--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db))
+    # A node that has finished one cell has started the next (it holds one in reserve).
+    lines = _read_until(proc, lambda line: line.startswith("[1/4]"))
+    victim = lines[-1].rstrip().rsplit(":", 1)[1]
+    time.sleep(2)  # its next cell is building or compiling
+    two_nodes.remove_node(ids[victim], allow_graceful=False)
+    rest, _ = proc.communicate(timeout=300)
+    output = "".join(lines) + rest
+    assert proc.returncode == 0, output
+
+    results = rows(db)
+    assert len(results) == 4, output  # nothing finished was lost, nothing left out
+    assert {r["status"] for r in results} == {"pass"}, output
+    # The cell under way on the dead node ran again on the other one, and says so.
+    retried = [r for r in results if "when its node died" in (r["notes"] or "")]
+    assert len(retried) == 1, [r["notes"] for r in results]
+    assert f":{victim}" in retried[0]["notes"].split("ended")[0]
+    assert "lost" in output and "its node died" in output
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "finished" and run["cells_recorded"] == 4
+
+
+def test_a_cell_that_kills_every_node_it_runs_on_is_a_crash_row_then_resumes(two_nodes, tmp_path):
+    """It kills the node it starts on, then the node it is retried on: a crash row naming
+    both. The cell the first node held in reserve went along to the second, and with no
+    node left it is left for the resume; the one the second node finished stays."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{MISBEHAVING}:KillsItsRayNode", "--module", f"{TOY}:TinyMLP"]
+    args += ["--module", f"{TOY}:SlowMLP", "--backends", "eager", "--device", "cpu"]
+    args += ["--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db)]
+    proc = _zoo_run(*args)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 1, output
+    assert "every ray node was lost; 1 cells were not run" in output
+    by_model = {r["model_id"]: r for r in rows(db)}
+    (finished,) = set(by_model) - {"custom/misbehaving:KillsItsRayNode"}
+    assert by_model[finished]["status"] == "pass"
+    crash = by_model["custom/misbehaving:KillsItsRayNode"]
+    assert crash["status"] == "crash" and crash["error_type"] == "NodeDied"
+    assert crash["error_phase"] == "compile"
+    assert "was lost while the cell was in phase 'compile'" in crash["error_message"]
+    first, second = crash["notes"].split("; ")
+    assert first.startswith("an attempt on ray node") and "when its node died" in first
+    assert second.startswith("ran on ray node") and second[-8:] not in first
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "interrupted" and run["cells_recorded"] == 2
+
+    # Fresh nodes: the same command runs only the cell left.
+    _renew(two_nodes)
+    proc = _zoo_run(*args)
+    output, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, output
+    assert sorted((r["model_id"], r["status"]) for r in rows(db)) == [
+        ("custom/misbehaving:KillsItsRayNode", "crash"),
+        ("custom/toy_models:SlowMLP", "pass"),
+        ("custom/toy_models:TinyMLP", "pass"),
+    ]
+
+
+def test_ctrl_c_records_nothing_in_flight_and_leaves_no_worker(two_nodes, tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    proc = _zoo_run(
+        "--models", "test_resnet", "--module", f"{MISBEHAVING}:HangWhenCompiled",
+        "--module", f"{TOY}:TinyMLP", "--backends", "eager", "--device", "cpu",
+        "--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db),
+    )  # fmt: skip
+    lines = _read_until(proc, lambda line: line.startswith("[2/3]"))
+    time.sleep(3)  # the hanging cell is compiling on its node
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=120)
+    output = "".join(lines) + rest
+    assert proc.returncode == 130, output
+    assert "interrupted" in output and "zoo-run summary" in output
+    assert sorted(r["model_id"] for r in rows(db)) == [
+        "custom/toy_models:TinyMLP",
+        "timm/test_resnet",
+    ]
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "interrupted" and run["cells_recorded"] == 2
+    # The nodes' workers went with the run (their actors were ended).
+    deadline = time.monotonic() + 30
+    while _cluster_workers():
+        assert time.monotonic() < deadline, _cluster_workers()
+        time.sleep(0.5)
+
+
+def _cluster_workers() -> list[str]:
+    """zoo-matrix worker processes started under a node actor (a zoo-node- workdir)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"runner.schedule.worker" in command and any(b"zoo-node-" in part for part in command):
+            found.append(pid)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--device", "cuda"], "has no GPUs"),
+        (["--ray-address", "127.0.0.1:9"], "no Ray cluster at 127.0.0.1:9"),
+        (["--models", "resnt50"], "closest"),
+    ],
+)
+def test_bad_input_on_a_cluster_exits_2_and_records_nothing(
+    cluster, args, message, tmp_path, capsys
+):
+    db = tmp_path / "zoo.duckdb"
+    base = ["--models", "test_resnet", "--backends", "eager", "--executor", "ray"]
+    if "--ray-address" not in args:
+        base += ["--ray-address", cluster.address]
+    assert main([*base, *args, "--db", str(db)]) == 2
+    assert message in capsys.readouterr().err
+    assert not db.exists()
+    assert not ray.is_initialized()  # the connection was closed again
+
+
+def test_ray_options_without_ray_or_without_the_executor_exit_2(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    # Python refuses to import a module set to None in sys.modules: Ray not installed.
+    script = (
+        "import sys; sys.modules['ray'] = None; from runner.cli.run import main; "
+        f"sys.exit(main(['--models', 'test_resnet', '--executor', 'ray', '--db', {str(db)!r}]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "needs Ray, the 'ray' extra" in done.stderr and "zoo-matrix[ray]" in done.stderr
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert main(["--models", "test_resnet", "--ray-address", "127.0.0.1:1", "--db", str(db)]) == 2
+    assert not db.exists()
+
+
+def test_help_names_the_executor_options(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "--executor {local,ray}" in out and "--ray-address ADDR" in out
