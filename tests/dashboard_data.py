@@ -4,6 +4,7 @@ accuracy failure."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -215,7 +216,10 @@ def build_hostile(root: Path, host: str) -> tuple[Path, Path]:
                  error_message=hostile(host, "message"), traceback_tail=hostile(host, "tb"),
                  notes=hostile(host, "notes"), probe_shapes=hostile(host, "shapes")),
             cell(evil, hostile(host, "family"), "aot_eager", "pass", **timed(1.2, 2.0),
-                 notes=hostile(host, "notes")),
+                 notes=hostile(host, "notes"),
+                 graph_breaks=[GraphBreak(hostile(host, "reason"), hostile(host, "frame"), 1,
+                                          hostile(host, "type"), hostile(host, "id"),
+                                          json.dumps([hostile(host, "hint")]))]),
         ],
     )  # fmt: skip
     export_runs(root / "shipped.duckdb", root / "runs")

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import reads
+from dashboard.text import plain
 
 # The graph-break site's page of a registry id (linked from dynamo's messages, 2.9+).
 SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
@@ -17,7 +18,7 @@ view = reads.current_view()
 db, chosen = view.db, view.filters
 types = reads.break_types(db, chosen)
 if types.empty:
-    st.success(f"No graph breaks under these filters ({chosen.describe()}).")
+    st.success(f"No graph breaks under these filters ({plain(chosen.describe())}).")
     st.stop()
 
 columns = st.columns(3)
@@ -59,7 +60,7 @@ if hints:
         st.text(f"- {hint}")
 if row["registry_id"] != "unregistered":
     st.link_button(
-        f"{row['registry_id']} on the graph-break site",
+        f"{plain(row['registry_id'])} on the graph-break site",
         SITE.format(id=row["registry_id"].lower()),
         icon=":material/open_in_new:",
     )
@@ -71,7 +72,10 @@ models = list(row["model_ids"])
 st.markdown(f"**{len(models):,} models**")
 for model in models[:MODELS_LINKED]:
     st.page_link(
-        "pages_/detail.py", label=model, query_params={"model": model}, icon=":material/search:"
+        "pages_/detail.py",
+        label=plain(model),
+        query_params={"model": model},
+        icon=":material/search:",
     )
 if len(models) > MODELS_LINKED:
     st.caption(f"and {len(models) - MODELS_LINKED:,} more (see the CSV)")
