@@ -25,7 +25,7 @@ INSTALL = (
     "pip install playwright (the Python package only; no `playwright install`) and "
     "apt-get install chromium (Debian's, at /usr/bin/chromium)"
 )
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 TILE = "table.zoo-matrix td a"
 TIMEOUT_MS = 30_000
 

@@ -33,7 +33,7 @@ TOY = FIXTURES / "toy_models.py"
 LOCAL = "127.0.0.1"
 TINY = ["--models", "test_resnet,test_vit", "--backends", "eager,aot_eager", "--device", "cpu"]
 SMALL = ["--models", "test_resnet,test_vit", "--backends", "eager", "--device", "cpu"]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray")]
 
 
 def _add_node(cluster: Cluster):

@@ -16,7 +16,7 @@ from tests.dashboard_data import build, build_hostile, hostile, hostile_search
 from tests.live_dashboard import CHROMIUM, CHROMIUM_ARGS, live_dashboard
 from tests.test_dashboard_e2e import sync_playwright  # noqa: F401  (a fixture)
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 TIMEOUT_MS = 30_000
 
 
