@@ -264,13 +264,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--triage",
-        choices=("none", "ladder", "bisect"),
+        choices=("none", "ladder", "bisect", "minify"),
         default="none",
         help="ladder: a torch.compile cell that fails (compile_error, fail_accuracy, crash) "
         "climbs eager, aot_eager, aot_eager_decomp_partition and its own backend in a fresh "
         "worker, and its row names the first rung that failed (costs time on failing "
         "cells only; the cell's status stays); bisect: also, where that rung is inductor, "
-        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell)",
+        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell); "
+        "minify: instead, dynamo's minifier shrinks the failing graph to a repro script kept "
+        "with the cell (up to 15 minutes a cell)",
     )
     run.add_argument(
         "--time-limit",

@@ -284,6 +284,9 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             """,
             "INSERT INTO runs BY NAME SELECT * FROM runs_v4",
             "DROP TABLE runs_v4",
+            # --triage minify: the minifier's verdict and the repro script it wrote.
+            "ALTER TABLE results ADD COLUMN triage_minify VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_repro VARCHAR",
         ),
     ),
 ]
