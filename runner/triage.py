@@ -65,6 +65,10 @@ BISECT_PHASE = "triage bisect"
 MINIFY_PHASE = "triage minify"
 BISECT_BUDGET_S = 600.0
 MINIFY_BUDGET_S = 900.0
+# Where --trace puts each traced cell's folder (set by zoo-run, read in the worker).
+TRACE_DIR_ENV = "ZOO_TRACE_DIR"
+TRACE_PHASE = "triage trace"
+TLPARSE_S = 120.0
 # The repro's own check run, after minifying.
 REPRO_CHECK_S = 300.0
 # The most of a repro script a row keeps.
@@ -119,6 +123,11 @@ def ladder(
             verdict.triage_rung = stage(config)
             verdict.triage_detail = rung.error_signature or rung.status
             mode = cell.extra.get(TRIAGE)
+            if trace_root := os.environ.get(TRACE_DIR_ENV):
+                report_phase(TRACE_PHASE)
+                verdict.triage_trace = trace(
+                    with_config(cell, config), gate, Path(trace_root) / cell.key
+                )
             if config.backend == "inductor" and mode == BISECT:
                 report_phase(BISECT_PHASE)
                 verdict.triage_bisect = bisect(with_config(cell, config), gate)
@@ -177,6 +186,54 @@ def bisect(cell: Cell, gate: Gate, budget_s: float = BISECT_BUDGET_S) -> str:
     number = f" #{found.bisect_number}" if found.bisect_number is not None else ""
     debug = f": {found.debug_info}" if found.debug_info else ""
     return f"{found.backend}/{found.subsystem}{number}{debug} ({runs} compiles)"[:300]
+
+
+def trace(cell: Cell, gate: Gate, folder: Path) -> str:
+    """The cell compiled once more with torch's structured trace logged in ``folder``
+    (as ``TORCH_TRACE`` would), and tlparse's report made from it
+    where tlparse is installed: a line naming the files."""
+    import logging
+    import shutil
+
+    from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    handler = LazyTraceHandler(str(folder))
+    handler.setFormatter(TorchLogsFormatter(trace=True))
+    level, propagate = trace_log.level, trace_log.propagate
+    trace_log.addHandler(handler)
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.propagate = False
+    try:
+        measure_cell(cell, gate=gate, checks_only=True)
+    finally:
+        trace_log.removeHandler(handler)
+        handler.close()
+        trace_log.setLevel(level)
+        trace_log.propagate = propagate
+    logs = sorted(folder.glob("*.log"))
+    if not logs:
+        return f"no trace was written (in {folder})"
+    log = logs[0]
+    tlparse = shutil.which("tlparse")
+    if tlparse is None:
+        return f"trace {log}; tlparse is not installed (pip install tlparse; tlparse {log})"
+    report = folder / "tlparse"
+    try:
+        ran = subprocess.run(
+            [tlparse, str(log), "-o", str(report), "--no-browser", "--overwrite"],
+            capture_output=True,
+            text=True,
+            timeout=TLPARSE_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"trace {log}; tlparse did not end within {TLPARSE_S:.0f} s"
+    index = report / "index.html"
+    if ran.returncode or not index.exists():
+        return f"trace {log}; tlparse failed: {(ran.stderr or ran.stdout).strip()[-200:]}"
+    return f"trace {log}; tlparse report {index}"
 
 
 def minify(
@@ -257,6 +314,7 @@ def merge(original: CellResult, triage: CellResult) -> None:
         original.triage_rung, original.triage_detail = triage.triage_rung, triage.triage_detail
         original.triage_bisect = triage.triage_bisect
         original.triage_minify, original.triage_repro = triage.triage_minify, triage.triage_repro
+        original.triage_trace = triage.triage_trace
         return
     phase = triage.error_phase or ""
     backend = phase.removeprefix(PHASE_PREFIX) if phase.startswith(PHASE_PREFIX) else None

@@ -4,6 +4,7 @@ ladder placing failures at their stage (torch 2.11 on CPU)."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -186,3 +187,32 @@ def test_a_triage_job_that_died_minifying_keeps_its_rung():
     triage.merge(original, job)
     assert original.status == "fail_accuracy" and original.triage_rung == "fails in inductor"
     assert original.triage_minify == "the minifier's process ended (crash: SIGSEGV)"
+
+
+def test_trace_keeps_the_failing_rungs_structured_trace(tmp_path, capsys):
+    db, traces = tmp_path / "zoo.duckdb", tmp_path / "traces"
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    args += ["--device", "cpu", "--db", str(db)]
+    assert zoo_run([*args, "--triage", "ladder", "--trace", str(traces)]) == 0
+    (row,) = rows(db)
+    assert row["triage_rung"] == "fails in dynamo"
+    (log,) = (traces / row["cell_key"]).glob("*.log")
+    assert row["triage_trace"].startswith(f"trace {log}")
+    # TORCH_TRACE's format: one JSON record per event, dynamo's start among them.
+    assert '"dynamo_start"' in log.read_text()
+    if shutil.which("tlparse") is None:
+        assert "tlparse is not installed" in row["triage_trace"]
+    else:
+        assert row["triage_trace"].endswith("index.html")
+
+
+def test_trace_needs_triage_and_a_folder_it_can_write(tmp_path, capsys):
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--device", "cpu"]
+    args += ["--db", str(tmp_path / "zoo.duckdb")]
+    assert zoo_run([*args, "--trace", str(tmp_path / "t")]) == 2
+    assert "--trace needs --triage" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert zoo_run([*args, "--triage", "ladder", "--trace", str(blocker / "t")]) == 2
+    assert "cannot write there" in capsys.readouterr().err
+    assert not (tmp_path / "zoo.duckdb").exists()

@@ -220,6 +220,8 @@ def cell_section(cell: dict) -> None:
             why.append(f"  Inductor's compiler bisector: {cell['triage_bisect']}")
         if cell.get("triage_minify"):
             why.append(f"  dynamo's minifier: {cell['triage_minify']}")
+        if cell.get("triage_trace"):
+            why.append(f"  structured trace: {cell['triage_trace']}")
     if cell.get("recompile_reasons"):
         why.append("Recompiles, the guard that failed for each:")
         why += [f"  {reason}" for reason in json.loads(cell["recompile_reasons"])]

@@ -102,6 +102,8 @@ class CellResult:
     # did) and the repro script it wrote (Python, run with `python repro.py`)
     triage_minify: str | None = None
     triage_repro: str | None = None
+    # with --trace: where the failing rung's structured trace (and tlparse's report) is
+    triage_trace: str | None = None
     # torch.export (the export and aot_inductor backends): the exported graph's nodes and
     # operator calls, the input dims it took as dynamic (JSON, one list per input), and
     # for a program that did not export, what torch.export.draft_export found (JSON:

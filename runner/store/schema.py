@@ -287,6 +287,8 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             # --triage minify: the minifier's verdict and the repro script it wrote.
             "ALTER TABLE results ADD COLUMN triage_minify VARCHAR",
             "ALTER TABLE results ADD COLUMN triage_repro VARCHAR",
+            # --trace: the failing rung's structured trace and tlparse report.
+            "ALTER TABLE results ADD COLUMN triage_trace VARCHAR",
         ),
     ),
 ]
