@@ -155,7 +155,8 @@ def python_snippet(cell: Mapping) -> str:
     lines += _build_lines(cell, device, batch, training)
     if casts:
         lines += [
-            f"# The {cell['backend']} route casts model and inputs (autocast does not reach JAX)",
+            f"# {cell['backend']} cells cast model and inputs (autocast reaches neither JAX "
+            "nor an exported program)",
             f"model = model.to({dtype})",
             f"inputs = tuple(x.to({dtype}) if x.is_floating_point() else x for x in inputs)",
         ]

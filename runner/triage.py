@@ -12,18 +12,37 @@ With ``bisect``, a cell whose rung is Inductor then runs Inductor's compiler bis
 (``torch._inductor.compiler_bisector``), which recompiles the cell with ever fewer
 Inductor passes and lowerings enabled until it finds the first one that makes it fail:
 the subsystem it names is kept in the row. It is bounded in time (``BISECT_BUDGET_S``).
+
+With ``minify``, a cell whose failure reaches a backend's graph (every rung above dynamo)
+is compiled once more with dynamo's minifier armed (``repro_after``: after AOT autograd
+for Inductor, after dynamo for the other rungs; ``repro_level`` 4, the accuracy check, for
+``fail_accuracy``, else 2); the launcher it writes is run in a child process, which
+shrinks the graph while the failure persists and writes ``repro.py``. The script is kept
+in the row (``triage_repro``, its inputs drawn at random: no saved tensors travel with
+it) and run once to check that it still fails. Bounded by ``MINIFY_BUDGET_S``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import glob
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from runner.backends import registry as backends
 from runner.cell import measure_cell
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.holds import UNTIMED
 from runner.matrix.results import COMPILE_ERROR, CRASH, FAIL_ACCURACY, PASS, CellResult
 from runner.measure.context import Gate, no_gate
+from runner.measure.host import SCRATCH_DIR_ENV
 
 LADDER = ("eager", "aot_eager", "aot_eager_decomp_partition")
 RUNG_STAGE = {
@@ -39,10 +58,28 @@ NOT_AGAIN = "did not fail again"
 TRIAGE = "triage"
 LADDER_ONLY = "ladder"
 BISECT = "bisect"
-MODES = (LADDER_ONLY, BISECT)
+MINIFY = "minify"
+MODES = (LADDER_ONLY, BISECT, MINIFY)
 PHASE_PREFIX = "triage "
 BISECT_PHASE = "triage bisect"
+MINIFY_PHASE = "triage minify"
 BISECT_BUDGET_S = 600.0
+MINIFY_BUDGET_S = 900.0
+# Where --trace puts each traced cell's folder (set by zoo-run, read in the worker).
+TRACE_DIR_ENV = "ZOO_TRACE_DIR"
+TRACE_PHASE = "triage trace"
+TLPARSE_S = 120.0
+# The repro's own check run, after minifying.
+REPRO_CHECK_S = 300.0
+# The most of a repro script a row keeps.
+REPRO_CHARS = 200_000
+
+
+def job_timeout(cell: Cell, mode: str) -> float:
+    """How long a triage job of ``cell`` may run: each rung as long as the cell itself,
+    plus the bisector's or the minifier's budget."""
+    extra = {BISECT: BISECT_BUDGET_S, MINIFY: MINIFY_BUDGET_S + REPRO_CHECK_S}.get(mode, 0.0)
+    return cell.timeout_s * len(rungs(cell)) + extra
 
 
 def wants_triage(cell: Cell, result: CellResult) -> bool:
@@ -65,7 +102,12 @@ def rungs(cell: Cell) -> list[CellConfig]:
 
 
 def stage(config: CellConfig) -> str:
-    return RUNG_STAGE.get(config.backend, f"fails in {config.backend}")
+    return stage_of(config.backend)
+
+
+def stage_of(backend: str) -> str:
+    """What a rung failing under ``backend`` says of the failure."""
+    return RUNG_STAGE.get(backend, f"fails in {backend}")
 
 
 def ladder(
@@ -80,9 +122,20 @@ def ladder(
         if rung.status != PASS:
             verdict.triage_rung = stage(config)
             verdict.triage_detail = rung.error_signature or rung.status
-            if config.backend == "inductor" and cell.extra.get(TRIAGE) == BISECT:
+            mode = cell.extra.get(TRIAGE)
+            if trace_root := os.environ.get(TRACE_DIR_ENV):
+                report_phase(TRACE_PHASE)
+                verdict.triage_trace = trace(
+                    with_config(cell, config), gate, Path(trace_root) / cell.key
+                )
+            if config.backend == "inductor" and mode == BISECT:
                 report_phase(BISECT_PHASE)
                 verdict.triage_bisect = bisect(with_config(cell, config), gate)
+            elif mode == MINIFY:
+                report_phase(f"{MINIFY_PHASE} {config.backend}")
+                verdict.triage_minify, verdict.triage_repro = minify(
+                    with_config(cell, config), gate, accuracy=rung.status == FAIL_ACCURACY
+                )
             break
     return verdict
 
@@ -135,21 +188,145 @@ def bisect(cell: Cell, gate: Gate, budget_s: float = BISECT_BUDGET_S) -> str:
     return f"{found.backend}/{found.subsystem}{number}{debug} ({runs} compiles)"[:300]
 
 
+def trace(cell: Cell, gate: Gate, folder: Path) -> str:
+    """The cell compiled once more with torch's structured trace logged in ``folder``
+    (as ``TORCH_TRACE`` would), and tlparse's report made from it
+    where tlparse is installed: a line naming the files."""
+    import logging
+    import shutil
+
+    from torch._logging._internal import LazyTraceHandler, TorchLogsFormatter, trace_log
+
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    handler = LazyTraceHandler(str(folder))
+    handler.setFormatter(TorchLogsFormatter(trace=True))
+    level, propagate = trace_log.level, trace_log.propagate
+    trace_log.addHandler(handler)
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.propagate = False
+    try:
+        measure_cell(cell, gate=gate, checks_only=True)
+    finally:
+        trace_log.removeHandler(handler)
+        handler.close()
+        trace_log.setLevel(level)
+        trace_log.propagate = propagate
+    logs = sorted(folder.glob("*.log"))
+    if not logs:
+        return f"no trace was written (in {folder})"
+    log = logs[0]
+    tlparse = shutil.which("tlparse")
+    if tlparse is None:
+        return f"trace {log}; tlparse is not installed (pip install tlparse; tlparse {log})"
+    report = folder / "tlparse"
+    try:
+        ran = subprocess.run(
+            [tlparse, str(log), "-o", str(report), "--no-browser", "--overwrite"],
+            capture_output=True,
+            text=True,
+            timeout=TLPARSE_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return f"trace {log}; tlparse did not end within {TLPARSE_S:.0f} s"
+    index = report / "index.html"
+    if ran.returncode or not index.exists():
+        return f"trace {log}; tlparse failed: {(ran.stderr or ran.stdout).strip()[-200:]}"
+    return f"trace {log}; tlparse report {index}"
+
+
+def minify(
+    cell: Cell, gate: Gate, *, accuracy: bool, budget_s: float = MINIFY_BUDGET_S
+) -> tuple[str, str | None]:
+    """Dynamo's minifier on a cell that fails under its (rung's) backend: a line saying
+    what it found, and the repro script (None when it wrote none)."""
+    if cell.config.backend == "eager":
+        return "not minified: the failure is dynamo's own, before any graph exists", None
+    import torch._dynamo.config as dynamo_config
+
+    with tempfile.TemporaryDirectory(prefix="minify-", dir=os.environ.get(SCRATCH_DIR_ENV)) as tmp:
+        folder = Path(tmp)
+        armed = {
+            "debug_dir_root": str(folder / "debug"),
+            "repro_after": "aot" if cell.config.backend == "inductor" else "dynamo",
+            "repro_level": 4 if accuracy else 2,
+        }
+        work = folder / "work"
+        work.mkdir()
+        started = time.monotonic()
+        # The minifier copies what it writes into the working directory, too.
+        with dynamo_config.patch(armed), contextlib.chdir(work):
+            again = measure_cell(cell, gate=gate, checks_only=True)
+        launchers = glob.glob(str(folder / "debug" / "**" / "minifier_launcher.py"), recursive=True)
+        if not launchers:
+            return (
+                f"not minified: the armed compile ({again.status}) wrote no launcher; the "
+                "failure did not show in the graph the backend got",
+                None,
+            )
+        (work / "repro.py").unlink(missing_ok=True)
+        left = budget_s - (time.monotonic() - started)
+        try:
+            # Untimed work on the GPU: beside other untimed work, never beside timing.
+            with gate(UNTIMED):
+                subprocess.run(
+                    [sys.executable, launchers[0], "minify"],
+                    cwd=work,
+                    timeout=max(left, 1.0),
+                    capture_output=True,
+                    check=False,
+                )
+        except subprocess.TimeoutExpired:
+            return f"no minimal repro within {budget_s:.0f} s", None
+        spent = time.monotonic() - started
+        repro = work / "repro.py"
+        if not repro.exists():
+            return f"the minifier wrote no repro ({spent:.0f} s)", None
+        # Its inputs were saved beside it; without that folder they are drawn at random.
+        text = re.sub(r"save_dir='[^']*'", "save_dir=None", repro.read_text())
+        repro.write_text(text)
+        checkpoints = glob.glob(
+            str(folder / "debug" / "**" / "checkpoints" / "*.py"), recursive=True
+        )
+        nodes = min((int(Path(path).stem) for path in checkpoints if Path(path).stem.isdigit()),
+                    default=None)  # fmt: skip
+        try:
+            with gate(UNTIMED):
+                check = subprocess.run(
+                    [sys.executable, str(repro)],
+                    cwd=work,
+                    timeout=REPRO_CHECK_S,
+                    capture_output=True,
+                    check=False,
+                )
+            fails = "the repro fails as the cell did" if check.returncode else "the repro ran clean"
+        except subprocess.TimeoutExpired:
+            fails = f"the repro did not end within {REPRO_CHECK_S:.0f} s"
+        size = f"{nodes} graph nodes" if nodes is not None else "a graph"
+        return f"minified to {size} in {spent:.0f} s; {fails}", text[:REPRO_CHARS]
+
+
 def merge(original: CellResult, triage: CellResult) -> None:
     """The triage job's verdict into the cell's own row (its status is left as it was).
     A triage job that died names the rung it died on."""
     if triage.triage_rung is not None:
         original.triage_rung, original.triage_detail = triage.triage_rung, triage.triage_detail
         original.triage_bisect = triage.triage_bisect
+        original.triage_minify, original.triage_repro = triage.triage_minify, triage.triage_repro
+        original.triage_trace = triage.triage_trace
         return
     phase = triage.error_phase or ""
     backend = phase.removeprefix(PHASE_PREFIX) if phase.startswith(PHASE_PREFIX) else None
     died = f"{triage.status}: {triage.error_type}"
     if phase == BISECT_PHASE:
-        original.triage_rung = RUNG_STAGE.get("inductor", "fails in inductor")
+        original.triage_rung = stage_of("inductor")
         original.triage_bisect = f"the bisector's process ended ({died})"
+    elif phase.startswith(MINIFY_PHASE + " "):
+        original.triage_rung = stage_of(phase.removeprefix(MINIFY_PHASE + " "))
+        original.triage_minify = f"the minifier's process ended ({died})"
     elif backend is not None:
-        original.triage_rung = RUNG_STAGE.get(backend, f"fails in {backend}")
+        original.triage_rung = stage_of(backend)
         original.triage_detail = f"the triage process ended ({died}) on this rung"
     else:
         original.triage_rung, original.triage_detail = "triage failed", died

@@ -4,6 +4,9 @@ ladder placing failures at their stage (torch 2.11 on CPU)."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,3 +139,80 @@ def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
     assert (row["triage_rung"], row["triage_detail"]) == ("fails in inductor", "fail_accuracy")
     assert row["triage_bisect"].startswith("inductor/lowerings")
     assert ": relu" in row["triage_bisect"]
+
+
+@pytest.mark.inductor
+@pytest.mark.slow
+def test_the_minifier_leaves_a_repro_that_fails_as_the_cell_did(tmp_path, monkeypatch):
+    """Inductor's wrong CPU relu again: the minifier shrinks the cell's graph to the relu
+    and keeps a script that, run on its own, fails the accuracy check."""
+    db = tmp_path / "zoo.duckdb"
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    args = ["--module", f"{BREAKING}:InductorReluBug", "--backends", "inductor"]
+    assert zoo_run([*args, "--device", "cpu", "--triage", "minify", "--db", str(db)]) == 0
+    assert list(here.iterdir()) == []  # nothing written where the user stands
+    (row,) = rows(db)
+    assert row["status"] == "fail_accuracy" and row["triage_rung"] == "fails in inductor"
+    assert row["triage_minify"].startswith("minified to "), row["triage_minify"]
+    assert row["triage_minify"].endswith("the repro fails as the cell did")
+    repro = tmp_path / "repro.py"
+    repro.write_text(row["triage_repro"])
+    assert "aten.relu" in row["triage_repro"] and "save_dir=None" in row["triage_repro"]
+    ran = subprocess.run(
+        [sys.executable, str(repro)], cwd=tmp_path, capture_output=True, text=True, timeout=300
+    )
+    assert ran.returncode != 0 and "AccuracyError" in ran.stderr
+
+
+def test_a_dynamo_failure_is_not_minified():
+    cell = make_cell(backend="eager")
+    assert triage.minify(cell, triage.no_gate, accuracy=False) == (
+        "not minified: the failure is dynamo's own, before any graph exists",
+        None,
+    )
+
+
+def test_a_triage_job_may_run_its_rungs_and_its_tool(tmp_path):
+    cell = make_cell(backend="inductor")
+    assert triage.job_timeout(cell, "ladder") == cell.timeout_s * 4
+    assert triage.job_timeout(cell, "bisect") == cell.timeout_s * 4 + triage.BISECT_BUDGET_S
+    assert triage.job_timeout(cell, "minify") > cell.timeout_s * 4 + triage.MINIFY_BUDGET_S
+
+
+def test_a_triage_job_that_died_minifying_keeps_its_rung():
+    original, job = make_result(status="fail_accuracy"), make_result(status="crash")
+    job.error_phase, job.error_type = "triage minify inductor", "SIGSEGV"
+    triage.merge(original, job)
+    assert original.status == "fail_accuracy" and original.triage_rung == "fails in inductor"
+    assert original.triage_minify == "the minifier's process ended (crash: SIGSEGV)"
+
+
+def test_trace_keeps_the_failing_rungs_structured_trace(tmp_path, capsys):
+    db, traces = tmp_path / "zoo.duckdb", tmp_path / "traces"
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    args += ["--device", "cpu", "--db", str(db)]
+    assert zoo_run([*args, "--triage", "ladder", "--trace", str(traces)]) == 0
+    (row,) = rows(db)
+    assert row["triage_rung"] == "fails in dynamo"
+    (log,) = (traces / row["cell_key"]).glob("*.log")
+    assert row["triage_trace"].startswith(f"trace {log}")
+    # TORCH_TRACE's format: one JSON record per event, dynamo's start among them.
+    assert '"dynamo_start"' in log.read_text()
+    if shutil.which("tlparse") is None:
+        assert "tlparse is not installed" in row["triage_trace"]
+    else:
+        assert row["triage_trace"].endswith("index.html")
+
+
+def test_trace_needs_triage_and_a_folder_it_can_write(tmp_path, capsys):
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--device", "cpu"]
+    args += ["--db", str(tmp_path / "zoo.duckdb")]
+    assert zoo_run([*args, "--trace", str(tmp_path / "t")]) == 2
+    assert "--trace needs --triage" in capsys.readouterr().err
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert zoo_run([*args, "--triage", "ladder", "--trace", str(blocker / "t")]) == 2
+    assert "cannot write there" in capsys.readouterr().err
+    assert not (tmp_path / "zoo.duckdb").exists()

@@ -130,3 +130,13 @@ def test_modes_no_backend_has_exit_2_naming_the_modes(args, message, capsys, tmp
     assert zoo_run(["--models", "test_resnet", *args, "--device", "cpu", "--db", str(db)]) == 2
     assert message in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_a_reduced_precision_export_casts_model_and_inputs():
+    """A program exported under autocast keeps none of autocast's casts (its graph holds
+    plain fp32 ops): export cells cast model and inputs instead, so the exported
+    program computes in the cell's precision."""
+    result = measure(Mlp(), backend="export", mode="non-strict", precision="bf16")
+    assert result.status == "pass", result.error_message
+    assert result.precision_treatment == "cast bf16 (model and inputs, eager too)"
+    assert registry.get("aot_inductor").treatment == "cast"

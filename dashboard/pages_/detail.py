@@ -216,6 +216,12 @@ def cell_section(cell: dict) -> None:
         why.append(f"Triage (the backend ladder): {cell['triage_rung']}")
         if cell.get("triage_detail"):
             why.append(f"  the failing rung: {cell['triage_detail']}")
+        if cell.get("triage_bisect"):
+            why.append(f"  Inductor's compiler bisector: {cell['triage_bisect']}")
+        if cell.get("triage_minify"):
+            why.append(f"  dynamo's minifier: {cell['triage_minify']}")
+        if cell.get("triage_trace"):
+            why.append(f"  structured trace: {cell['triage_trace']}")
     if cell.get("recompile_reasons"):
         why.append("Recompiles, the guard that failed for each:")
         why += [f"  {reason}" for reason in json.loads(cell["recompile_reasons"])]
@@ -225,6 +231,9 @@ def cell_section(cell: dict) -> None:
     st.caption("Reproduce this cell")
     st.code(reproduce.zoo_run_command(cell), language="bash", wrap_lines=True)
     st.code(reproduce.python_snippet(cell), language="python")
+    if cell.get("triage_repro"):
+        st.caption("The minifier's repro of the failure (run it with python repro.py)")
+        st.code(cell["triage_repro"], language="python")
 
 
 st.markdown("#### Configs")

@@ -264,13 +264,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--triage",
-        choices=("none", "ladder", "bisect"),
+        choices=("none", "ladder", "bisect", "minify"),
         default="none",
         help="ladder: a torch.compile cell that fails (compile_error, fail_accuracy, crash) "
         "climbs eager, aot_eager, aot_eager_decomp_partition and its own backend in a fresh "
         "worker, and its row names the first rung that failed (costs time on failing "
         "cells only; the cell's status stays); bisect: also, where that rung is inductor, "
-        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell)",
+        "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell); "
+        "minify: instead, dynamo's minifier shrinks the failing graph to a repro script kept "
+        "with the cell (up to 15 minutes a cell)",
+    )
+    run.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="with --triage: the failing rung of each failing cell is compiled once more "
+        "with torch's structured trace (what TORCH_TRACE writes) under DIR/<cell key>/, "
+        "and tlparse's report beside it when tlparse is installed (pip install tlparse); "
+        "the row names the files",
     )
     run.add_argument(
         "--time-limit",
@@ -363,6 +375,7 @@ def _run(args, argv: list[str] | None) -> int:
     out = _console(stderr=False)
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address applies to --executor ray")
+    _arm_trace(args)
     if args.executor == "ray":
         return _run_on_cluster(args, argv, console, out)
     device = _device(args)
@@ -389,6 +402,30 @@ def _run(args, argv: list[str] | None) -> int:
     store = _open_store(args)
     env = environment.capture(device)
     return _plan_and_execute(args, argv, env, store, console, out, device)
+
+
+def _arm_trace(args) -> None:
+    """``--trace DIR``: checked, made, and handed to the workers (runner.triage reads it
+    in the triage job)."""
+    if args.trace is None:
+        return
+    from runner.triage import TRACE_DIR_ENV
+
+    if args.triage == "none":
+        raise UsageError(
+            "--trace needs --triage (ladder, bisect or minify): it traces the failing rung"
+        )
+    folder = args.trace.expanduser().resolve()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".zoo-write-check"
+        probe.touch()
+        probe.unlink()
+    except OSError as error:
+        raise UsageError(
+            f"--trace {args.trace}: cannot write there ({error.strerror}); give a folder you can write"
+        ) from None
+    os.environ[TRACE_DIR_ENV] = str(folder)
 
 
 def _open_store(args):

@@ -97,6 +97,13 @@ class CellResult:
     # with --triage bisect, for a cell that fails in Inductor: the subsystem Inductor's
     # compiler bisector names (backend/subsystem, pass number, its debug text)
     triage_bisect: str | None = None
+    # with --triage minify, for a cell whose failure reaches a backend's graph: what
+    # dynamo's minifier made of it (nodes left, time, whether the repro fails as the cell
+    # did) and the repro script it wrote (Python, run with `python repro.py`)
+    triage_minify: str | None = None
+    triage_repro: str | None = None
+    # with --trace: where the failing rung's structured trace (and tlparse's report) is
+    triage_trace: str | None = None
     # torch.export (the export and aot_inductor backends): the exported graph's nodes and
     # operator calls, the input dims it took as dynamic (JSON, one list per input), and
     # for a program that did not export, what torch.export.draft_export found (JSON:

@@ -32,7 +32,7 @@ from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResul
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
-from runner.triage import TRIAGE, wants_triage
+from runner.triage import TRIAGE, job_timeout, wants_triage
 from runner.triage import merge as merge_triage
 from zoo.errors import interruption, raise_terminated
 
@@ -406,7 +406,13 @@ class Executor:
                             elif triage and wants_triage(cell, result):
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 held[cell.key] = result
-                                again.append(replace(cell, extra={**cell.extra, TRIAGE: triage}))
+                                again.append(
+                                    replace(
+                                        cell,
+                                        timeout_s=job_timeout(cell, triage),
+                                        extra={**cell.extra, TRIAGE: triage},
+                                    )
+                                )
                             else:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)

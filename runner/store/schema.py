@@ -284,6 +284,11 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             """,
             "INSERT INTO runs BY NAME SELECT * FROM runs_v4",
             "DROP TABLE runs_v4",
+            # --triage minify: the minifier's verdict and the repro script it wrote.
+            "ALTER TABLE results ADD COLUMN triage_minify VARCHAR",
+            "ALTER TABLE results ADD COLUMN triage_repro VARCHAR",
+            # --trace: the failing rung's structured trace and tlparse report.
+            "ALTER TABLE results ADD COLUMN triage_trace VARCHAR",
         ),
     ),
 ]
