@@ -52,9 +52,12 @@ def header(db: reads.Database, overview: dict) -> None:
     dates = first if first == last else f"{first} – {last}"
     # HTML rather than Markdown: the matrix is an HTML element too, and the first one on
     # a page has the browser fetch the code that shows them while the matrix is queried.
+    attempted = overview["cells"] - overview["unsupported"]
+    not_run = overview["models"] * overview["configs"] - overview["cells"]
     st.html(
         f"<p><b>zoo-matrix</b> · {overview['cells']:,} cells ({overview['models']:,} models × "
-        f"{overview['configs']} configs, {overview['passed']:,} pass) · "
+        f"{overview['configs']} configs): {overview['passed']:,} pass of {attempted:,} "
+        f"attempted, {overview['unsupported']:,} unsupported here, {not_run:,} not run · "
         f"GPU: {html.escape(_list(overview['gpus']))} · "
         f"torch {html.escape(_list(overview['torch_versions']))} · recorded {dates}</p>"
     )

@@ -60,6 +60,8 @@ PREPARE = (
                 CASE WHEN axes.show_size THEN r.size END
             ) AS config,
             r.status, r.error_type, r.error_phase, r.error_signature, r.triage_rung,
+            -- why a cell could not run here (dashboard.status); other messages stay in results
+            CASE WHEN r.status = 'unsupported' THEN r.error_message END AS unsupported_reason,
             r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.accuracy_pass, r.recorded_at,
@@ -174,6 +176,7 @@ OVERVIEW = """
 SELECT
     count(*) AS cells,
     count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
     count(DISTINCT model_id) AS models,
     count(DISTINCT config) AS configs,
     list(DISTINCT gpu ORDER BY gpu) FILTER (WHERE gpu IS NOT NULL) AS gpus,
@@ -214,16 +217,22 @@ FROM chosen c SEMI JOIN page USING (model_id)
 ORDER BY c.family, c.model_id, c.config
 """
 
-# The matrix by family: one row per family and config.
+# The matrix by family: one row per family and config; pass rates count attempted cells
+# (not unsupported ones), beside the unsupported and the not run (dashboard.status).
 FAMILY_MATRIX = f"""
-WITH {_CHOSEN}
+WITH {_CHOSEN},
+family_models AS (SELECT family, count(DISTINCT model_id) AS n FROM chosen GROUP BY family)
 SELECT
     family, config,
     count(*) AS total,
     count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    -- the family's models without a cell in this config
+    any_value(f.n) - count(*) AS not_run,
     count(DISTINCT model_id) AS models,
     exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup
-FROM chosen
+FROM chosen JOIN family_models f USING (family)
 GROUP BY family, config
 ORDER BY family, config
 """
@@ -243,18 +252,26 @@ ORDER BY family, model_id, config
 
 # Per suite and config: pass rate, geomean speedup over passing cells, medians.
 SUMMARY = f"""
-WITH {_CHOSEN}
+WITH {_CHOSEN},
+suite_models AS (SELECT suite, count(DISTINCT model_id) AS n FROM chosen GROUP BY suite)
 SELECT
     suite, config,
     any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
     any_value(precision) AS precision,
     count(*) FILTER (WHERE status = 'pass') AS passed,
     count(*) AS total,
+    count(*) FILTER (WHERE status NOT IN ('pass', 'unsupported')) AS failed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    any_value(m.n) - count(*) AS not_run,
+    -- why the unsupported cells could not run (the cell's message)
+    coalesce(list(DISTINCT unsupported_reason) FILTER (WHERE unsupported_reason IS NOT NULL), [])
+        AS unsupported_reasons,
     count(*) FILTER (WHERE status = 'pass' AND graph_break_count = 0) AS fullgraph,
     exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup,
     median(compile_s) AS median_compile_s,
     median(memory_ratio) AS median_memory_ratio
-FROM chosen
+FROM chosen JOIN suite_models m USING (suite)
 GROUP BY suite, config
 """
 
@@ -268,7 +285,8 @@ ORDER BY hash(model_id, config)
 LIMIT $max_points
 """
 
-# Failing cells grouped by their normalized error signature (the status when none).
+# Failing cells grouped by their normalized error signature (the status when none);
+# unsupported cells are no failures: UNSUPPORTED_REASONS.
 FAILURE_GROUPS = f"""
 WITH {_CHOSEN}
 SELECT
@@ -284,9 +302,23 @@ SELECT
     coalesce(list(DISTINCT triage_rung) FILTER (WHERE triage_rung IS NOT NULL), []) AS rungs,
     min(result_id) AS example_result_id
 FROM chosen
-WHERE status <> 'pass'
+WHERE status NOT IN ('pass', 'unsupported')
 GROUP BY status, signature
 ORDER BY cells DESC, status, signature
+"""
+
+# Cells that could not run here, by their reason: not failures (dashboard.status).
+UNSUPPORTED_REASONS = f"""
+WITH {_CHOSEN}
+SELECT
+    coalesce(unsupported_reason, 'no reason recorded') AS reason,
+    count(*) AS cells,
+    count(DISTINCT model_id) AS models,
+    list(DISTINCT config ORDER BY config) AS configs
+FROM chosen
+WHERE status = 'unsupported'
+GROUP BY reason
+ORDER BY cells DESC, reason
 """
 
 # The newest row of every cell key of one model ($model), all columns but the samples.

@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries
+from dashboard import queries, status
 from dashboard.data import DEFAULT_RUNS_DIR, RUNS_DIR_ENV, Sources, default_paths, load
 from dashboard.filters import Facets, Filters, config_order, sort_configs
 
@@ -164,8 +164,8 @@ def summary(db: Database, filters: Filters) -> pd.DataFrame:
     )
     frame = frame.iloc[order].reset_index(drop=True)
     frame["pass_rate"] = [
-        f"{round(100 * passed / total)}% ({passed}/{total})"
-        for passed, total in zip(frame["passed"], frame["total"], strict=True)
+        status.pass_rate_text(row.passed, row.attempted, row.unsupported, row.not_run)
+        for row in frame.itertuples()
     ]
     return frame
 
@@ -178,6 +178,11 @@ def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
 @_cached
 def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
     return db.query(queries.FAILURE_GROUPS, filters.params())
+
+
+@_cached
+def unsupported_reasons(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.UNSUPPORTED_REASONS, filters.params())
 
 
 @_cached
