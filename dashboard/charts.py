@@ -597,3 +597,63 @@ def latency_figure(cells: pd.DataFrame) -> go.Figure:
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
     )
     return fig
+
+
+def config_scatter(shared: pd.DataFrame, a: str, b: str) -> go.Figure:
+    """Speedup in config ``a`` (x) against config ``b`` (y), one point a model passing in
+    both, log axes and the diagonal (same speedup); a point whose timing has a caveat (a
+    side disturbed or launch-bound) is hollow.
+
+    ``shared`` has model_id, a_speedup, b_speedup and, optionally, a_timing, b_timing,
+    a_bound and b_bound.
+    """
+    if shared.empty:
+        return _empty("No model passes with a speedup in both configs.")
+    caveat = pd.Series(False, index=shared.index)
+    for column, flag in (
+        ("a_timing", "disturbed"),
+        ("b_timing", "disturbed"),
+        ("a_bound", "launch-bound"),
+        ("b_bound", "launch-bound"),
+    ):
+        if column in shared:
+            caveat |= shared[column] == flag
+    fig = go.Figure()
+    for name, rows, symbol in (
+        ("steady", shared[~caveat], "circle"),
+        ("timing caveat", shared[caveat], "circle-open"),
+    ):
+        if rows.empty:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=rows["a_speedup"],
+                y=rows["b_speedup"],
+                mode="markers",
+                name=name,
+                marker=dict(size=8, symbol=symbol, color="#4c78a8"),
+                customdata=rows[["model_id"]].map(_label).to_numpy(),
+                hovertemplate=(
+                    "<b>%{customdata[0]}</b><br>A %{x:.2f}x<br>B %{y:.2f}x<extra></extra>"
+                ),
+            )
+        )
+    values = pd.concat([shared["a_speedup"], shared["b_speedup"]])
+    low, high = float(values.min()) / 1.2, float(values.max()) * 1.2
+    fig.add_trace(
+        go.Scatter(
+            x=[low, high],
+            y=[low, high],
+            mode="lines",
+            name="same speedup",
+            line=dict(color="#616161", dash="dash"),
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(
+        xaxis=dict(type="log", title=f"A: {_label(a)} (speedup, log scale)"),
+        yaxis=dict(type="log", title=f"B: {_label(b)} (speedup, log scale)"),
+        height=480,
+        margin=dict(t=30),
+    )
+    return fig

@@ -64,7 +64,8 @@ PREPARE = (
             CASE WHEN r.status = 'unsupported' THEN r.error_message END AS unsupported_reason,
             r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
-            r.memory_ratio, r.accuracy_pass, r.recorded_at,
+            r.memory_ratio, r.eager_peak_alloc_mb, r.compiled_peak_alloc_mb, r.accuracy_pass,
+            r.recorded_at,
             {_disturbance("r")} AS timing_disturbance,
             -- disturbed: its speedup is not to be trusted (a filter and a badge)
             {_timing(_disturbance("r"))} AS timing,
@@ -162,6 +163,16 @@ SELECT
         AS timing,
     coalesce(list(DISTINCT model_id ORDER BY model_id) FILTER (WHERE model_id IS NOT NULL), []) AS model
 FROM latest_cells
+"""
+
+# The devices the cells ran on, for the header: a GPU by its name, the CPU as CPU.
+DEVICES = """
+SELECT
+    CASE WHEN device = 'cpu' THEN 'CPU' ELSE coalesce(gpu, device) END AS name,
+    count(*) AS cells
+FROM latest_cells
+GROUP BY name
+ORDER BY cells DESC, name
 """
 
 RUNS = """
@@ -454,4 +465,59 @@ SELECT
 FROM chosen c JOIN graph_breaks g USING (result_id)
 GROUP BY 1, 2
 ORDER BY models DESC, breaks DESC, break_type
+"""
+
+# -- Leaderboard: the filtered cells ranked, one quick view a statement --
+
+# What each quick view keeps and how it ranks; the names are the page's options (a closed
+# set of our own text, never a value from the URL: that picks one of these keys).
+_LEADERBOARD_VIEWS = {
+    "all cells": ("TRUE", "model_id, config"),
+    "slower than eager": ("status = 'pass' AND speedup < 1", "speedup, model_id, config"),
+    "largest speedups": ("status = 'pass' AND speedup > 0", "speedup DESC, model_id, config"),
+    "most memory saved": (
+        "status = 'pass' AND memory_ratio > 0 AND memory_ratio < 1",
+        "memory_ratio, model_id, config",
+    ),
+    "most graph breaks": (
+        "graph_break_count > 0",
+        "graph_break_count DESC, model_id, config",
+    ),
+    "longest compiles": ("compile_s IS NOT NULL", "compile_s DESC, model_id, config"),
+}
+LEADERBOARD_VIEWS = tuple(_LEADERBOARD_VIEWS)
+_LEADERBOARD_COLUMNS = """
+    model_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
+    eager_peak_alloc_mb, compiled_peak_alloc_mb, memory_ratio, graph_break_count, timing,
+    timing_disturbance, bound, backend, device, size
+"""
+# The first $limit rows of each view, and how many it holds in all.
+LEADERBOARD = {
+    name: f"""
+    WITH {_CHOSEN}
+    SELECT {_LEADERBOARD_COLUMNS}, count(*) OVER () AS matching
+    FROM chosen
+    WHERE {where}
+    ORDER BY {order}
+    LIMIT $limit
+    """
+    for name, (where, order) in _LEADERBOARD_VIEWS.items()
+}
+
+# -- Config vs config: two matrix columns ($a, $b) model by model --
+
+CONFIG_PAIR = f"""
+WITH {_CHOSEN},
+a AS (SELECT * FROM chosen WHERE config = $a),
+b AS (SELECT * FROM chosen WHERE config = $b)
+SELECT
+    coalesce(a.model_id, b.model_id) AS model_id,
+    coalesce(a.family, b.family) AS family,
+    a.status AS a_status, b.status AS b_status,
+    a.speedup AS a_speedup, b.speedup AS b_speedup,
+    a.compile_s AS a_compile_s, b.compile_s AS b_compile_s,
+    a.memory_ratio AS a_memory_ratio, b.memory_ratio AS b_memory_ratio,
+    a.timing AS a_timing, b.timing AS b_timing, a.bound AS a_bound, b.bound AS b_bound
+FROM a FULL OUTER JOIN b USING (model_id)
+ORDER BY model_id
 """

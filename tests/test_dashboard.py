@@ -390,7 +390,7 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
         "5 cells (3 models × 2 configs): 3 pass of 5 attempted, 0 unsupported here, 1 not run"
         in page
     )
-    assert "NVIDIA H200" in page and "torch 2.11.0" in page
+    assert "NVIDIA H200 (5 cells)" in page and "torch 2.11.0" in page
     assert "4 parquet files" in page and "your database" in page
     assert "Models 1–3 of 3" in page
     assert not at.get("plotly_chart")
@@ -431,6 +431,31 @@ def test_url_filters_are_validated_and_applied(app):
         ("status", "compile_error"),
         ("backend", "inductor"),
     ]
+
+
+def test_active_filters_are_chips_and_unknown_url_values_are_named(app):
+    app.query_params["timing"] = "disturbed"
+    app.query_params["backend"] = ["tvm", "aot_eager"]
+    at = no_exception(app.run())
+    (warning,) = [shown(w.value) for w in at.warning if "Not in the data" in w.value]
+    assert "Backend 'tvm'" in warning
+    # The filter from the URL is under "More filters": that expander is open.
+    (more,) = [e for e in at.expander if e.label == "More filters"]
+    assert more.proto.expanded
+    chips = {shown(b.label): b for b in at.button if b.key and b.key.startswith("_chip_")}
+    assert set(chips) == {"timing: disturbed", "backend: aot_eager"}
+    assert len(_tiles(matrix_page(at))) == 1
+    # A click on a chip drops that filter: the other aot_eager cells come back.
+    at = no_exception(chips["timing: disturbed"].click().run())
+    assert at.multiselect(key="timing").value == []
+    assert len(_tiles(matrix_page(at))) == 2
+
+
+def test_an_unknown_model_in_the_url_is_named(app):
+    app.query_params["model"] = "timm/nope"
+    at = no_exception(app.switch_page("pages_/detail.py").run())
+    assert any("Model 'timm/nope'" in shown(w.value) for w in at.warning)
+    assert "Choose a model above" in texts(at)
 
 
 def test_the_timing_filter_keeps_the_disturbed_cells(app):
@@ -519,6 +544,61 @@ def test_unsupported_cells_are_no_failures_on_any_page(zoo_app):
     assert "torch_xla dyn=false bf16" not in set(coloured.x)
 
 
+def test_leaderboard_ranks_cells_in_each_quick_view(zoo_app):
+    at = no_exception(zoo_app.switch_page("pages_/leaderboard.py").run())
+    table = at.dataframe[0].value
+    assert len(table) == 11 and at.segmented_control(key="view").value == "all cells"
+    assert {"speedup", "compile s", "eager MB", "memory ratio", "caveats"} <= set(table)
+    # The vit aot_eager cell's eager samples were disturbed: its badge says so.
+    disturbed = table[table["caveats"] != ""]
+    assert list(disturbed["model"]) == [VIT] and "timing disturbed" in disturbed["caveats"].iloc[0]
+    firsts = {
+        "slower than eager": ("timm/convnext_atto", "aot_eager dyn=false bf16", 1),
+        "largest speedups": (VIT, "inductor/default dyn=false fp32", 6),
+        "most memory saved": (VIT, "inductor/default dyn=false fp32", 5),
+        "most graph breaks": ("timm/convnext_atto", "aot_eager dyn=false bf16", 2),
+        "longest compiles": ("timm/convnext_atto", "aot_eager dyn=false bf16", 8),
+    }
+    for quick, (model, config, rows) in firsts.items():
+        at = no_exception(at.segmented_control(key="view").set_value(quick).run())
+        table = at.dataframe[0].value
+        assert (table["model"].iloc[0], table["config"].iloc[0], len(table)) == (
+            model, config, rows,
+        ), quick  # fmt: skip
+    # ASTModel's kind of result: 0.26x compiled, with 2.85x the memory, on top; the
+    # view opens from the URL too.
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["view"] = "slower than eager"
+    at = no_exception(at.switch_page("pages_/leaderboard.py").run())
+    slowest = at.dataframe[0].value.iloc[0]
+    assert slowest["speedup"] == pytest.approx(0.26) and slowest["memory ratio"] == 2.85
+    assert "passing cells whose compiled median is slower than eager's" in texts(at)
+
+
+def test_config_vs_config_over_the_models_both_have(zoo_app):
+    bf16, fp32 = "inductor/default dyn=false bf16", "inductor/default dyn=false fp32"
+    zoo_app.query_params["config_a"] = bf16
+    zoo_app.query_params["config_b"] = fp32
+    # A backend filter would hide one side: the two configs replace the axis filters.
+    zoo_app.query_params["backend"] = "aot_eager"
+    at = no_exception(zoo_app.switch_page("pages_/configs.py").run())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Models with both"] == "3"
+    # resnet18 is the one model passing in both: 1.2x in fp32 against 1.5x in bf16.
+    assert metrics["Geomean B / A speedup"] == "0.80x"
+    assert "over the 1 models passing with a speedup in both" in texts(at)
+    crossings = at.dataframe[0].value.set_index("A \\ B")
+    assert crossings.loc["passed", "passed"] == 1
+    assert crossings.loc["failed", "passed"] == 1  # vit: compile error in bf16, passes in fp32
+    assert crossings.loc["failed", "failed"] == 1  # convnext: accuracy, then compile error
+    (scatter,) = plotly_figures(at)
+    (points, diagonal) = scatter.data
+    assert list(points.x) == [1.5] and list(points.y) == [pytest.approx(1.2)]
+    assert scatter.layout.xaxis.type == "log" and diagonal.name == "same speedup"
+    pairs = at.dataframe[1].value.set_index("model")
+    assert pairs.loc[VIT, "crossing"] == "changed" and pairs.loc["timm/resnet18", "crossing"] == ""
+
+
 def test_model_detail_page(app):
     app.run()
     app.query_params["model"] = VIT
@@ -568,6 +648,18 @@ def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_pa
     assert len(inductor) == 2 and len(set(inductor)) == 2, configs
     assert any("env env-othe · elsewhere" in c for c in inductor), inductor
     assert any("env env-test · rerun" in c for c in inductor), inductor
+
+
+def test_the_header_names_each_device_with_its_cells(tmp_path, monkeypatch):
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="laptop", command="zoo-run --device cpu", status="finished")
+    store.start_run(run)
+    on_cpu = cell("resnet18", "resnet", "eager", "pass", **timed(1.0, 1.0))
+    on_cpu.device, on_cpu.cell_key = "cpu", on_cpu.cell_key + "-cpu"
+    store.write_results(run.run_id, [on_cpu])
+    at = no_exception(_app_on((runs_dir, db_path), monkeypatch).run())
+    assert "NVIDIA H200 (5 cells), CPU (1 cells)" in texts(at)
 
 
 def test_model_detail_without_a_model_asks_for_one(app):
@@ -675,6 +767,8 @@ def test_stored_markdown_and_the_search_are_escaped_on_every_page(tmp_path, monk
         ("pages_/failures.py", {}),
         ("pages_/breaks.py", {}),
         ("pages_/summary.py", {"q": hostile_search(HOST)}),
+        ("pages_/leaderboard.py", {"q": hostile_search(HOST)}),
+        ("pages_/configs.py", {"q": hostile_search(HOST)}),
         ("pages_/compare.py", {"a": hostile(HOST, "label"), "b": "plain"}),
     ]
     for page, params in pages:
