@@ -220,12 +220,21 @@ def matrix_html(
     compile_s and memory_ratio; ``color_by`` is ``status`` or ``speedup`` (log scale,
     cells without a speedup grey).
     """
-    by_cell = {(row.model_id, row.config): row for row in cells.itertuples()}
-    family_of = dict(zip(cells["model_id"], cells["family"], strict=False))
+    # A row is a model, or a model on one device and size where the data holds several
+    # (``row_id``: "timm/resnet50 · cpu tiny"); its links open the model.
+    rows_of = cells["row_id"] if "row_id" in cells else cells["model_id"]
+    by_cell = {
+        (row, cell.config): cell for row, cell in zip(rows_of, cells.itertuples(), strict=True)
+    }
+    family_of = dict(zip(rows_of, cells["family"], strict=False))
+    model_of = dict(zip(rows_of, cells["model_id"], strict=False))
     several_families = len({family_of.get(model) for model in models}) > 1
     # Quoted once per model, config and filter set: 1,000 urlencode calls took 0.1 s.
     keep = html.escape("".join(f"&{urllib.parse.urlencode([pair])}" for pair in link_params))
-    model_link = {model: f"detail?model={urllib.parse.quote_plus(model)}" for model in models}
+    model_link = {
+        model: f"detail?model={urllib.parse.quote_plus(model_of.get(model, model))}"
+        for model in models
+    }
     config_arg = {config: f"&amp;config={urllib.parse.quote_plus(config)}" for config in configs}
 
     # The config names stand turned by 55 degrees above their columns: the row is as tall

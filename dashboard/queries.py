@@ -55,10 +55,16 @@ PREPARE = (
                 r.backend || CASE WHEN r.mode = 'none' THEN '' ELSE '/' || r.mode END,
                 'dyn=' || r.dynamic,
                 r.precision,
-                CASE WHEN axes.show_step THEN r.step END,
+                CASE WHEN axes.show_step THEN r.step END
+            ) AS config,
+            -- device and size are facets of the model's row, not of the config column:
+            -- a CPU run of tiny models adds rows ("timm/resnet50 · cpu tiny"), never
+            -- columns interleaved with the GPU's
+            concat_ws(
+                ' ',
                 CASE WHEN axes.show_device THEN r.device END,
                 CASE WHEN axes.show_size THEN r.size END
-            ) AS config,
+            ) AS variant,
             r.status, r.error_type, r.error_phase, r.error_signature, r.triage_rung,
             -- why a cell could not run here (dashboard.status); other messages stay in results
             CASE WHEN r.status = 'unsupported' THEN r.error_message END AS unsupported_reason,
@@ -83,14 +89,16 @@ PREPARE = (
         LEFT JOIN runs u ON u.run_id = r.run_id
         LEFT JOIN environments e ON e.env_id = r.env_id
     )
-    SELECT * FROM labelled
+    SELECT *, CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END
+        AS row_id
+    FROM labelled
     """,
     # A group-by picks the newest rows several times faster than a window over them all.
     """
     CREATE OR REPLACE TABLE latest_cells AS
     SELECT * FROM cells
     WHERE result_id IN (
-        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY model_id, config
+        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY row_id, config
     )
     ORDER BY family, model_id
     """,
@@ -122,7 +130,7 @@ _CHOSEN = """
         SELECT * FROM in_runs
         WHERE result_id IN (
             SELECT max_by(result_id, (recorded_at, result_id)) FROM in_runs
-            GROUP BY model_id, config
+            GROUP BY row_id, config
         )
     ),
     chosen AS (
@@ -206,7 +214,7 @@ SELECT
     config, any_value(backend) AS backend, any_value(mode) AS mode,
     any_value(dynamic) AS dynamic, any_value(precision) AS precision,
     any_value(device) AS device, any_value(size) AS size, count(*) AS cells,
-    (SELECT count(DISTINCT model_id) FROM chosen) AS models,
+    (SELECT count(DISTINCT row_id) FROM chosen) AS models,
     (SELECT count(DISTINCT family) FROM chosen) AS families
 FROM chosen
 GROUP BY config
@@ -216,16 +224,16 @@ GROUP BY config
 MATRIX_CELLS = f"""
 WITH {_CHOSEN},
 page AS (
-    SELECT DISTINCT family, model_id FROM chosen
-    ORDER BY family, model_id
+    SELECT DISTINCT family, row_id FROM chosen
+    ORDER BY family, row_id
     LIMIT $limit OFFSET $offset
 )
 SELECT
-    c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
+    c.row_id, c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
     c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
     c.gpu_speedup, c.bound
-FROM chosen c SEMI JOIN page USING (model_id)
-ORDER BY c.family, c.model_id, c.config
+FROM chosen c SEMI JOIN page USING (row_id)
+ORDER BY c.family, c.row_id, c.config
 """
 
 # The matrix by family: one row per family and config; pass rates count attempted cells
@@ -266,7 +274,7 @@ SUMMARY = f"""
 WITH {_CHOSEN},
 suite_models AS (SELECT suite, count(DISTINCT model_id) AS n FROM chosen GROUP BY suite)
 SELECT
-    suite, config,
+    suite, variant, config,
     any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
     any_value(precision) AS precision,
     count(*) FILTER (WHERE status = 'pass') AS passed,
@@ -283,7 +291,7 @@ SELECT
     median(compile_s) AS median_compile_s,
     median(memory_ratio) AS median_memory_ratio
 FROM chosen JOIN suite_models m USING (suite)
-GROUP BY suite, config
+GROUP BY suite, variant, config
 """
 
 # Passing cells for the speedup charts: all of them, or a repeatable sample of
@@ -487,7 +495,7 @@ _LEADERBOARD_VIEWS = {
 }
 LEADERBOARD_VIEWS = tuple(_LEADERBOARD_VIEWS)
 _LEADERBOARD_COLUMNS = """
-    model_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
+    model_id, row_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
     eager_peak_alloc_mb, compiled_peak_alloc_mb, memory_ratio, graph_break_count, timing,
     timing_disturbance, bound, backend, device, size
 """
@@ -511,13 +519,13 @@ WITH {_CHOSEN},
 a AS (SELECT * FROM chosen WHERE config = $a),
 b AS (SELECT * FROM chosen WHERE config = $b)
 SELECT
-    coalesce(a.model_id, b.model_id) AS model_id,
+    coalesce(a.row_id, b.row_id) AS model_id,
     coalesce(a.family, b.family) AS family,
     a.status AS a_status, b.status AS b_status,
     a.speedup AS a_speedup, b.speedup AS b_speedup,
     a.compile_s AS a_compile_s, b.compile_s AS b_compile_s,
     a.memory_ratio AS a_memory_ratio, b.memory_ratio AS b_memory_ratio,
     a.timing AS a_timing, b.timing AS b_timing, a.bound AS a_bound, b.bound AS b_bound
-FROM a FULL OUTER JOIN b USING (model_id)
-ORDER BY model_id
+FROM a FULL OUTER JOIN b USING (row_id)
+ORDER BY 1
 """

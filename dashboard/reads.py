@@ -165,7 +165,8 @@ def chosen_cells(db: Database, filters: Filters) -> pd.DataFrame:
 def summary(db: Database, filters: Filters) -> pd.DataFrame:
     frame = db.query(queries.SUMMARY, filters.params())
     order = sorted(
-        range(len(frame)), key=lambda i: (frame["suite"][i], config_order(frame.iloc[i]))
+        range(len(frame)),
+        key=lambda i: (frame["suite"][i], frame["variant"][i], config_order(frame.iloc[i])),
     )
     frame = frame.iloc[order].reset_index(drop=True)
     frame["pass_rate"] = [

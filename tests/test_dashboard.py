@@ -650,16 +650,24 @@ def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_pa
     assert any("env env-test · rerun" in c for c in inductor), inductor
 
 
-def test_the_header_names_each_device_with_its_cells(tmp_path, monkeypatch):
+def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkeypatch):
     runs_dir, db_path = build(tmp_path)
     store = Store.open(db_path)
     run = RunRecord(label="laptop", command="zoo-run --device cpu", status="finished")
     store.start_run(run)
     on_cpu = cell("resnet18", "resnet", "eager", "pass", **timed(1.0, 1.0))
-    on_cpu.device, on_cpu.cell_key = "cpu", on_cpu.cell_key + "-cpu"
+    on_cpu.device, on_cpu.size, on_cpu.cell_key = "cpu", "tiny", on_cpu.cell_key + "-cpu"
     store.write_results(run.run_id, [on_cpu])
     at = no_exception(_app_on((runs_dir, db_path), monkeypatch).run())
     assert "NVIDIA H200 (5 cells), CPU (1 cells)" in texts(at)
+    matrix = matrix_page(at)
+    # The configs keep their names; the CPU run of the tiny model is a row of its own.
+    assert re.findall(r'<th class="config"><div>([^<]+)</div>', matrix) == [
+        "inductor/default dyn=false bf16", "eager dyn=false bf16", "aot_eager dyn=false bf16",
+    ]  # fmt: skip
+    rows = re.findall(r'<th class="model"><a href="([^"]+)">([^<]+)</a>', matrix)
+    assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cpu tiny") in rows
+    assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cuda full") in rows
 
 
 def test_model_detail_without_a_model_asks_for_one(app):

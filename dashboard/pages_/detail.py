@@ -36,8 +36,8 @@ cells = cells.iloc[order].reset_index(drop=True)
 # Several cell keys can share a config (environments, batch sizes): tell them apart.
 repeated = cells["config"].duplicated(keep=False)
 cells.loc[repeated, "config"] = [
-    f"{row.config} · bs{row.batch_size} · torch {row.torch} · env {row.env_id[:8]}"
-    + (f" · {row.label}" if isinstance(row.label, str) else "")
+    f"{row.config} · {row.device} {row.size} · bs{row.batch_size} · torch {row.torch} · "
+    f"env {row.env_id[:8]}" + (f" · {row.label}" if isinstance(row.label, str) else "")
     for row in cells[repeated].itertuples()
 ]
 wanted = st.query_params.get("config")

@@ -71,7 +71,7 @@ st.caption(
 )
 table = pd.DataFrame(
     {
-        "model": cells["model_id"],
+        "model": cells["row_id"],
         "config": cells["config"],
         "status": cells["status"],
         "speedup": cells["speedup"],

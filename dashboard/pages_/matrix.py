@@ -103,7 +103,7 @@ else:
         )
     page = min(page, pages)
     cells = reads.matrix_cells(db, chosen, page, PER_PAGE)
-    models = list(dict.fromkeys(cells["model_id"]))
+    models = list(dict.fromkeys(cells["row_id"]))
     first = (page - 1) * PER_PAGE + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "

@@ -50,6 +50,7 @@ st.caption(
 table = pd.DataFrame(
     {
         "suite": summary["suite"],
+        "device, size": summary["variant"],
         "config": summary["config"],
         "pass rate": summary["pass_rate"],
         "failed": summary["failed"],
@@ -62,6 +63,8 @@ table = pd.DataFrame(
         "unsupported because": summary["unsupported_reasons"].map("; ".join),
     }
 )
+if not summary["variant"].astype(bool).any():  # one device and size: nothing to tell apart
+    table = table.drop(columns="device, size")
 st.dataframe(
     table,
     hide_index=True,
