@@ -198,7 +198,7 @@ def chips(chosen: Filters, facets: Facets) -> None:
     if not active:
         return
     with st.container(horizontal=True, gap="small", vertical_alignment="center"):
-        st.caption("Filters:")
+        st.caption("Filters:", width="content")
         for name, value in active:
             label = "search" if name == "search" else name
             text = facets.runs.get(value, value) if name == "run" else value
