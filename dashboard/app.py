@@ -47,15 +47,23 @@ def _list(values) -> str:
     return ", ".join(values) if values else "unknown"
 
 
+def _devices(devices: list[tuple[str, int]]) -> str:
+    """``"NVIDIA H200 (40 cells), CPU (8 cells)"``: where the shown cells ran."""
+    return ", ".join(f"{name} ({cells:,} cells)" for name, cells in devices) or "no device"
+
+
 def header(db: reads.Database, overview: dict) -> None:
     first, last = (f"{overview[k]:%Y-%m-%d}" for k in ("first_recorded", "last_recorded"))
     dates = first if first == last else f"{first} – {last}"
     # HTML rather than Markdown: the matrix is an HTML element too, and the first one on
     # a page has the browser fetch the code that shows them while the matrix is queried.
+    attempted = overview["cells"] - overview["unsupported"]
+    not_run = overview["models"] * overview["configs"] - overview["cells"]
     st.html(
         f"<p><b>zoo-matrix</b> · {overview['cells']:,} cells ({overview['models']:,} models × "
-        f"{overview['configs']} configs, {overview['passed']:,} pass) · "
-        f"GPU: {html.escape(_list(overview['gpus']))} · "
+        f"{overview['configs']} configs): {overview['passed']:,} pass of {attempted:,} "
+        f"attempted, {overview['unsupported']:,} unsupported here, {not_run:,} not run · "
+        f"{html.escape(_devices(overview['devices']))} · "
         f"torch {html.escape(_list(overview['torch_versions']))} · recorded {dates}</p>"
     )
     st.caption(
@@ -85,6 +93,8 @@ def main() -> None:
         [
             st.Page(PAGES / "matrix.py", title="Matrix", icon=":material/grid_on:", default=True),
             st.Page(PAGES / "summary.py", title="Summary", icon=":material/bar_chart:"),
+            st.Page(PAGES / "leaderboard.py", title="Leaderboard", icon=":material/leaderboard:"),
+            st.Page(PAGES / "configs.py", title="Config vs config", icon=":material/join_inner:"),
             st.Page(PAGES / "detail.py", title="Model detail", icon=":material/search:"),
             st.Page(PAGES / "failures.py", title="Failures", icon=":material/error:"),
             st.Page(PAGES / "breaks.py", title="Graph breaks", icon=":material/link_off:"),
@@ -112,7 +122,14 @@ def main() -> None:
         return
     header(db, overview)
     facets = reads.facets(db)
-    st.session_state[reads.VIEW_KEY] = reads.View(db, filters.sidebar(facets), facets)
+    # Before the widgets are drawn: drawing them drops the values they do not offer.
+    unknown = filters.unknown_url_values(
+        facets, {name: filters.url_values(name) for name in st.query_params}
+    )
+    chosen = filters.sidebar(facets)
+    filters.warn_unknown(unknown)
+    filters.chips(chosen, facets)
+    st.session_state[reads.VIEW_KEY] = reads.View(db, chosen, facets)
     page.run()
 
 

@@ -18,8 +18,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard import status as categories
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
-from runner.matrix.results import STATUSES
+from runner.matrix.results import PASS, STATUSES, UNSUPPORTED
 
 STATUS_COLORS = {
     "pass": "#2ca02c",
@@ -35,7 +36,11 @@ STATUS_COLORS = {
 # A passing cell that broke its graph: pale green beside fullgraph's green.
 PASS_WITH_BREAKS_COLOR = "#a1d99b"
 UNKNOWN_STATUS_COLOR = "#f781bf"
-NO_SPEEDUP_COLOR = "#d9d9d9"
+# In speedup colours: a failed cell (no speedup) dark grey, an unsupported one its light
+# grey, a place without a cell (not run) white in a thin frame: three greys apart.
+NO_SPEEDUP_COLOR = "#737373"
+NOT_RUN_FILL = "#ffffff"
+NOT_RUN_EDGE = "#c8c8c8"
 # Speedup colours run on log2 from 0.5x (red) through 1x (yellow) to 3x (green).
 SPEEDUP_SCALE = [[0.0, "#d73027"], [0.387, "#fee08b"], [1.0, "#1a9850"]]
 SPEEDUP_RANGE = (-1.0, math.log2(3))
@@ -52,7 +57,8 @@ table.zoo-matrix th, table.zoo-matrix td {{ border: 0; padding: 0; background: n
 table.zoo-matrix td {{ width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px; }}
 table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
-table.zoo-matrix td.empty {{ background: #f5f5f5; }}
+table.zoo-matrix td.empty, .zoo-legend .not-run {{ background: {NOT_RUN_FILL};
+    box-shadow: inset 0 0 0 1px {NOT_RUN_EDGE}; }}
 table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
 table.zoo-matrix td.disturbed, .zoo-legend .disturbed {{ background-image:
     repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px); }}
@@ -68,6 +74,11 @@ table.zoo-matrix tr.family th {{ text-align: left; font-weight: normal; color: #
 # The matrix's x categories can be long ("inductor/max-autotune-no-cudagraphs dyn=auto
 # bf16"); they sit on top, turned, so they stay visible above a tall page of rows.
 _CONFIG_AXIS = dict(side="top", tickangle=-35, showgrid=False, automargin=True, fixedrange=True)
+
+
+def _get(row, name: str, default):
+    value = getattr(row, name, default)
+    return default if value is None or pd.isna(value) else int(value)
 
 
 def _text(value, fmt: str) -> str:
@@ -177,8 +188,11 @@ def _bound_text(bound) -> str:
 
 def _tile_style(row, color_by: str) -> str:
     if color_by == "speedup":
-        timed = pd.notna(row.speedup) and row.speedup > 0
-        return speedup_color(row.speedup) if timed else NO_SPEEDUP_COLOR
+        if pd.notna(row.speedup) and row.speedup > 0:
+            return speedup_color(row.speedup)
+        if row.status == UNSUPPORTED:
+            return STATUS_COLORS[UNSUPPORTED]
+        return NO_SPEEDUP_COLOR
     breaks = getattr(row, "graph_break_count", None)
     if row.status == "pass" and breaks is not None and pd.notna(breaks) and breaks > 0:
         return PASS_WITH_BREAKS_COLOR
@@ -206,12 +220,21 @@ def matrix_html(
     compile_s and memory_ratio; ``color_by`` is ``status`` or ``speedup`` (log scale,
     cells without a speedup grey).
     """
-    by_cell = {(row.model_id, row.config): row for row in cells.itertuples()}
-    family_of = dict(zip(cells["model_id"], cells["family"], strict=False))
+    # A row is a model, or a model on one device and size where the data holds several
+    # (``row_id``: "timm/resnet50 · cpu tiny"); its links open the model.
+    rows_of = cells["row_id"] if "row_id" in cells else cells["model_id"]
+    by_cell = {
+        (row, cell.config): cell for row, cell in zip(rows_of, cells.itertuples(), strict=True)
+    }
+    family_of = dict(zip(rows_of, cells["family"], strict=False))
+    model_of = dict(zip(rows_of, cells["model_id"], strict=False))
     several_families = len({family_of.get(model) for model in models}) > 1
     # Quoted once per model, config and filter set: 1,000 urlencode calls took 0.1 s.
     keep = html.escape("".join(f"&{urllib.parse.urlencode([pair])}" for pair in link_params))
-    model_link = {model: f"detail?model={urllib.parse.quote_plus(model)}" for model in models}
+    model_link = {
+        model: f"detail?model={urllib.parse.quote_plus(model_of.get(model, model))}"
+        for model in models
+    }
     config_arg = {config: f"&amp;config={urllib.parse.quote_plus(config)}" for config in configs}
 
     # The config names stand turned by 55 degrees above their columns: the row is as tall
@@ -276,7 +299,13 @@ def family_matrix_figure(
         [
             _label(row.family or "–"),
             _label(row.config),
-            f"{row.passed}/{row.total} pass ({100 * row.passed / row.total:.0f}%)",
+            "pass rate "
+            + categories.pass_rate_text(
+                row.passed,
+                _get(row, "attempted", row.total),
+                _get(row, "unsupported", 0),
+                _get(row, "not_run", 0),
+            ),
             _text(row.geomean_speedup, "{:.2f}x"),
             f"{row.models}",
         ]
@@ -298,7 +327,10 @@ def family_matrix_figure(
             ),
         )
     else:
-        color = (families["passed"] / families["total"]).to_numpy(dtype=float)
+        # Over the attempted cells: a family that could not run a config is no failure.
+        attempted = families.get("attempted", families["total"]).to_numpy(dtype=float)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            color = families["passed"].to_numpy(dtype=float) / attempted
         colors = dict(
             colorscale=PASS_RATE_SCALE,
             cmin=0,
@@ -311,17 +343,41 @@ def family_matrix_figure(
                 yanchor="top",
             ),
         )
+    # Tiles with nothing to colour (all unsupported, or no passing speedup) stay grey.
+    colorless = np.isnan(color)
     fig = go.Figure(
         go.Scatter(
-            x=families["config"],
-            y=families["family"],
+            x=families["config"][colorless],
+            y=families["family"][colorless],
             mode="markers",
-            customdata=custom,
+            customdata=[c for c, off in zip(custom, colorless, strict=True) if off],
+            hovertemplate=(
+                "<b>%{customdata[0]}</b> (%{customdata[4]} models)<br>%{customdata[1]}"
+                "<br>%{customdata[2]}<extra></extra>"
+            ),
+            marker=dict(
+                symbol="square", size=TILE_PX, line=dict(width=0), color=STATUS_COLORS[UNSUPPORTED]
+            ),
+            showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=families["config"][~colorless],
+            y=families["family"][~colorless],
+            mode="markers",
+            customdata=[c for c, off in zip(custom, colorless, strict=True) if not off],
             hovertemplate=(
                 "<b>%{customdata[0]}</b> (%{customdata[4]} models)<br>%{customdata[1]}"
                 "<br>%{customdata[2]}<br>geomean speedup: %{customdata[3]}<extra></extra>"
             ),
-            marker=dict(symbol="square", size=TILE_PX, line=dict(width=0), color=color, **colors),
+            marker=dict(
+                symbol="square",
+                size=TILE_PX,
+                line=dict(width=0),
+                color=color[~colorless],
+                **colors,
+            ),
             showlegend=False,
         )
     )
@@ -329,33 +385,73 @@ def family_matrix_figure(
     return fig
 
 
-def status_legend(cells: pd.DataFrame, color_by: str) -> str:
-    """The matrix's legend as HTML: a coloured square and a count per status (or the
-    speedup scale's meaning), then the badges the page's cells carry."""
-    if color_by == "speedup":
-        legend = (
-            f'<span style="color:{SPEEDUP_SCALE[0][1]}">■</span> slower than eager · '
-            f'<span style="color:{SPEEDUP_SCALE[1][1]}">■</span> about 1x · '
-            f'<span style="color:{SPEEDUP_SCALE[-1][1]}">■</span> faster · '
-            f'<span style="color:{NO_SPEEDUP_COLOR}">■</span> no speedup (the cell failed)'
-        )
-        return legend + _badge_legend(cells)
+def status_legend(cells: pd.DataFrame, color_by: str, not_run: int = 0) -> str:
+    """The matrix's legend as HTML: the cells of the page by category (passed, failed by
+    kind, unsupported here, not run: ``not_run`` places without a cell) with a coloured
+    square and a count each, the pass rate over the attempted cells (or the speedup
+    scale with its numbers), then the badges the page's cells carry."""
     counts = cells["status"].value_counts()
+    not_run_entry = (
+        f'<span class="not-run" style="{_SWATCH_SHAPE}"></span> {categories.NOT_RUN} ({not_run:,})'
+    )
+    if color_by == "speedup":
+        entries = [speedup_colorbar()]
+        failed = int(sum(counts[s] for s in counts.index if s not in (PASS, UNSUPPORTED)))
+        untimed = int(((cells["status"] == PASS) & ~(cells["speedup"] > 0)).sum())
+        if failed or untimed:
+            entries.append(
+                _legend(NO_SPEEDUP_COLOR, "failed or untimed (no speedup)", failed + untimed)
+            )
+        if UNSUPPORTED in counts:
+            entries.append(
+                _legend(STATUS_COLORS[UNSUPPORTED], "unsupported here", counts[UNSUPPORTED])
+            )
+        entries.append(not_run_entry)
+        return " · ".join(entries) + _badge_legend(cells)
     ordered = [s for s in STATUSES if s in counts] + sorted(set(counts.index) - set(STATUSES))
-    entries = []
+    groups: dict[str, list[str]] = {}
     for status in ordered:
         count = counts[status]
-        if status == "pass" and "graph_break_count" in cells:
-            broken = int(((cells["status"] == "pass") & (cells["graph_break_count"] > 0)).sum())
+        group = groups.setdefault(categories.category(status), [])
+        if status == PASS and "graph_break_count" in cells:
+            broken = int(((cells["status"] == PASS) & (cells["graph_break_count"] > 0)).sum())
             if broken:
-                entries.append(_legend(STATUS_COLORS["pass"], "pass fullgraph", count - broken))
-                entries.append(_legend(PASS_WITH_BREAKS_COLOR, "pass with graph breaks", broken))
+                group.append(_legend(STATUS_COLORS[PASS], "pass fullgraph", count - broken))
+                group.append(_legend(PASS_WITH_BREAKS_COLOR, "pass with graph breaks", broken))
                 continue
-        entries.append(_legend(STATUS_COLORS.get(status, UNKNOWN_STATUS_COLOR), status, count))
+        group.append(_legend(STATUS_COLORS.get(status, UNKNOWN_STATUS_COLOR), status, count))
+    if not_run:
+        groups[categories.NOT_RUN] = [not_run_entry]
+    passed = int(counts.get(PASS, 0))
+    attempted = int(len(cells) - counts.get(UNSUPPORTED, 0))
+    rate = categories.pass_rate_text(passed, attempted)
     return (
-        " · ".join(entries)
+        " · ".join(
+            f"<strong>{name}</strong> " + " ".join(groups[name])
+            for name in categories.CATEGORIES
+            if name in groups
+        )
+        + (f" · <strong>pass rate</strong> {rate} of the attempted" if ordered else "")
         + _badge_legend(cells)
         + (" <small>(cells on this page)</small>" if ordered else "")
+    )
+
+
+def speedup_colorbar() -> str:
+    """The speedup colours as a bar with its numbers (log2 axis, ``SPEEDUP_TICKS``)."""
+    low, high = SPEEDUP_RANGE
+    stops = ", ".join(f"{color} {100 * at:.1f}%" for at, color in SPEEDUP_SCALE)
+    ticks = "".join(
+        f'<span style="position:absolute;left:{100 * (math.log2(t) - low) / (high - low):.1f}%;'
+        f'transform:translateX(-50%);top:12px;font-size:10px">{t:g}x</span>'
+        for t in SPEEDUP_TICKS
+    )
+    return (
+        '<span class="zoo-colorbar" style="display:inline-block;position:relative;width:220px;'
+        'height:26px;vertical-align:middle;margin:0 14px 0 6px">'
+        f'<span style="position:absolute;left:0;right:0;top:0;height:11px;'
+        f'background:linear-gradient(to right, {stops})"></span>{ticks}</span>'
+        "speedup (eager / compiled, log scale; below 0.5x and above 3x at the ends)"
     )
 
 
@@ -363,7 +459,8 @@ def _legend(color: str, label: str, count: int) -> str:
     return f'<span style="color:{color}">■</span> {html.escape(str(label))} ({count:,})'
 
 
-_SWATCH = "display:inline-block;width:11px;height:11px;vertical-align:-1px;background-color:#9e9e9e"
+_SWATCH_SHAPE = "display:inline-block;width:11px;height:11px;vertical-align:-1px"
+_SWATCH = f"{_SWATCH_SHAPE};background-color:#9e9e9e"
 
 
 def _badge_legend(cells: pd.DataFrame) -> str:
@@ -394,27 +491,39 @@ def _empty(message: str) -> go.Figure:
     return fig
 
 
+HISTOGRAM_BIN_LOG2 = 0.05  # bins 3.5% wide: fine around 1x, few far out
+HISTOGRAM_TICKS = (0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 20)
+
+
 def speedup_histogram(points: pd.DataFrame) -> go.Figure:
-    """How many passing cells reach each speedup (bins of 0.05x), with a line at 1x."""
+    """How many passing cells reach each speedup, on a log axis (bins of equal ratio, so
+    0.5x and 2x lie as far from 1x and the 0.5-3x region is not squashed by a 12x
+    outlier), with a line at 1x."""
     if points.empty:
         return _empty("No passing cells with a speedup.")
-    speedups = points["speedup"].to_numpy(dtype=float)
-    low = math.floor(speedups.min() * 20) / 20
-    high = math.ceil(speedups.max() * 20) / 20 + 0.05
-    counts, edges = np.histogram(speedups, bins=np.arange(low, high + 1e-9, 0.05))
+    logs = np.log2(points["speedup"].to_numpy(dtype=float))
+    step = HISTOGRAM_BIN_LOG2
+    low = math.floor(logs.min() / step) * step
+    high = math.ceil(logs.max() / step) * step + step
+    counts, edges = np.histogram(logs, bins=np.arange(low, high + 1e-9, step))
+    ticks = [t for t in HISTOGRAM_TICKS if low - step <= math.log2(t) <= high + step]
     fig = go.Figure(
         go.Bar(
             x=(edges[:-1] + edges[1:]) / 2,
             y=counts,
-            width=0.05,
+            width=step,
             marker_color="#4c78a8",
-            customdata=np.stack([edges[:-1], edges[1:]], axis=-1),
+            customdata=np.stack([2 ** edges[:-1], 2 ** edges[1:]], axis=-1),
             hovertemplate="%{customdata[0]:.2f}x–%{customdata[1]:.2f}x: %{y} cells<extra></extra>",
         )
     )
-    fig.add_vline(x=1, line=dict(color="#616161", dash="dash"), annotation_text="1x")
+    fig.add_vline(x=0, line=dict(color="#616161", dash="dash"), annotation_text="1x")
     fig.update_layout(
-        xaxis_title="speedup (median eager / median compiled)",
+        xaxis=dict(
+            title="speedup (median eager / median compiled), log scale",
+            tickvals=[math.log2(t) for t in ticks],
+            ticktext=[f"{t:g}x" for t in ticks],
+        ),
         yaxis_title="cells",
         bargap=0.05,
         height=360,
@@ -495,5 +604,65 @@ def latency_figure(cells: pd.DataFrame) -> go.Figure:
         height=140 + 46 * len(timed),
         margin=dict(t=30),
         legend=dict(orientation="h", y=1.02, yanchor="bottom", x=0),
+    )
+    return fig
+
+
+def config_scatter(shared: pd.DataFrame, a: str, b: str) -> go.Figure:
+    """Speedup in config ``a`` (x) against config ``b`` (y), one point a model passing in
+    both, log axes and the diagonal (same speedup); a point whose timing has a caveat (a
+    side disturbed or launch-bound) is hollow.
+
+    ``shared`` has model_id, a_speedup, b_speedup and, optionally, a_timing, b_timing,
+    a_bound and b_bound.
+    """
+    if shared.empty:
+        return _empty("No model passes with a speedup in both configs.")
+    caveat = pd.Series(False, index=shared.index)
+    for column, flag in (
+        ("a_timing", "disturbed"),
+        ("b_timing", "disturbed"),
+        ("a_bound", "launch-bound"),
+        ("b_bound", "launch-bound"),
+    ):
+        if column in shared:
+            caveat |= shared[column] == flag
+    fig = go.Figure()
+    for name, rows, symbol in (
+        ("steady", shared[~caveat], "circle"),
+        ("timing caveat", shared[caveat], "circle-open"),
+    ):
+        if rows.empty:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=rows["a_speedup"],
+                y=rows["b_speedup"],
+                mode="markers",
+                name=name,
+                marker=dict(size=8, symbol=symbol, color="#4c78a8"),
+                customdata=rows[["model_id"]].map(_label).to_numpy(),
+                hovertemplate=(
+                    "<b>%{customdata[0]}</b><br>A %{x:.2f}x<br>B %{y:.2f}x<extra></extra>"
+                ),
+            )
+        )
+    values = pd.concat([shared["a_speedup"], shared["b_speedup"]])
+    low, high = float(values.min()) / 1.2, float(values.max()) * 1.2
+    fig.add_trace(
+        go.Scatter(
+            x=[low, high],
+            y=[low, high],
+            mode="lines",
+            name="same speedup",
+            line=dict(color="#616161", dash="dash"),
+            hoverinfo="skip",
+        )
+    )
+    fig.update_layout(
+        xaxis=dict(type="log", title=f"A: {_label(a)} (speedup, log scale)"),
+        yaxis=dict(type="log", title=f"B: {_label(b)} (speedup, log scale)"),
+        height=480,
+        margin=dict(t=30),
     )
     return fig

@@ -132,6 +132,86 @@ def sort_configs(configs: list[dict]) -> list[str]:
     return [config["config"] for config in sorted(configs, key=config_order)]
 
 
+def unknown_url_values(facets: Facets, query: Mapping[str, list[str]]) -> list[tuple[str, str]]:
+    """The filter values of the URL's ``query`` (name to its values) that the data does
+    not hold: Streamlit drops them silently, so the page names them instead."""
+    unknown = []
+    for name in (*MAIN_FILTERS, *MORE_FILTERS):
+        options = set(facets.options(name))
+        unknown += [(name, value) for value in query.get(name, []) if value not in options]
+    return unknown
+
+
+def url_values(name: str) -> list[str]:
+    """The values the address gives a filter (``?status=a&status=b``)."""
+    return st.query_params.get_all(name)
+
+
+def warn_unknown(unknown: list[tuple[str, str]]) -> None:
+    """One warning naming each URL value that matches nothing (as text: it is the URL's)."""
+    if unknown:
+        named = "; ".join(f"{LABELS.get(name, name)} '{value}'" for name, value in unknown)
+        st.warning(
+            plain(f"Not in the data, so ignored: {named}. The page shows the rest."),
+            icon=":material/link_off:",
+        )
+
+
+def warn_unknown_choice(key: str, options, label: str) -> None:
+    """Call before drawing a page's widget bound to ``key``: a URL value it does not
+    offer (``detail?model=timm/nope``) is named in a warning rather than dropped silently."""
+    offered = set(options)
+    warn_unknown([(label, value) for value in url_values(key) if value not in offered])
+
+
+def pick_two(
+    options, keys: tuple[str, str], labels: tuple[str, str]
+) -> tuple[str | None, str | None, list]:
+    """Two selectboxes side by side (A the baseline, then B), bound to the URL's ``keys``;
+    URL values they do not offer are named first. Returns both choices and the columns."""
+    for key, label in zip(keys, labels, strict=True):
+        warn_unknown_choice(key, options, label)
+    columns = st.columns(2)
+    # The raw options (no format_func), so that the URL carries them.
+    chosen = [
+        column.selectbox(label, options, index=None, key=key, bind="query-params")
+        for column, key, label in zip(
+            columns, keys, (f"{labels[0]} (baseline)", labels[1]), strict=True
+        )
+    ]
+    return chosen[0], chosen[1], columns
+
+
+def _remove(name: str, value: str) -> None:
+    if name == "search":
+        st.session_state[SEARCH_KEY] = ""
+    else:
+        st.session_state[name] = [v for v in st.session_state.get(name, []) if v != value]
+
+
+def chips(chosen: Filters, facets: Facets) -> None:
+    """The active filters as removable chips above the page: a click drops that value."""
+    active = [("search", chosen.search)] if chosen.search else []
+    active += [
+        (name, value) for name in (*MAIN_FILTERS, *MORE_FILTERS) for value in getattr(chosen, name)
+    ]
+    if not active:
+        return
+    with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+        st.caption("Filters:", width="content")
+        for name, value in active:
+            label = "search" if name == "search" else name
+            text = facets.runs.get(value, value) if name == "run" else value
+            st.button(
+                plain(f"{label}: {text}"),
+                key=f"_chip_{name}_{value}",
+                on_click=_remove,
+                args=(name, value),
+                icon=":material/close:",
+                help="Remove this filter",
+            )
+
+
 def _clear(keys: list[str]) -> None:
     for key in keys:
         st.session_state[key] = "" if key == SEARCH_KEY else []
@@ -157,7 +237,9 @@ def sidebar(facets: Facets) -> Filters:
             chosen[name] = _multiselect(name, facets)
         more = [name for name in MORE_FILTERS if name in shown]
         if more:
-            active = any(st.session_state.get(name) for name in more)
+            # A bound widget's value is in the session only once it is drawn: a filter that
+            # came with the address opens the expander too, so that it is seen.
+            active = any(st.session_state.get(name) or url_values(name) for name in more)
             with st.expander("More filters", expanded=active):
                 for name in more:
                     chosen[name] = _multiselect(name, facets)

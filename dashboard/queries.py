@@ -55,14 +55,23 @@ PREPARE = (
                 r.backend || CASE WHEN r.mode = 'none' THEN '' ELSE '/' || r.mode END,
                 'dyn=' || r.dynamic,
                 r.precision,
-                CASE WHEN axes.show_step THEN r.step END,
+                CASE WHEN axes.show_step THEN r.step END
+            ) AS config,
+            -- device and size are facets of the model's row, not of the config column:
+            -- a CPU run of tiny models adds rows ("timm/resnet50 · cpu tiny"), never
+            -- columns interleaved with the GPU's
+            concat_ws(
+                ' ',
                 CASE WHEN axes.show_device THEN r.device END,
                 CASE WHEN axes.show_size THEN r.size END
-            ) AS config,
+            ) AS variant,
             r.status, r.error_type, r.error_phase, r.error_signature, r.triage_rung,
+            -- why a cell could not run here (dashboard.status); other messages stay in results
+            CASE WHEN r.status = 'unsupported' THEN r.error_message END AS unsupported_reason,
             r.graph_break_count,
             r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
-            r.memory_ratio, r.accuracy_pass, r.recorded_at,
+            r.memory_ratio, r.eager_peak_alloc_mb, r.compiled_peak_alloc_mb, r.accuracy_pass,
+            r.recorded_at,
             {_disturbance("r")} AS timing_disturbance,
             -- disturbed: its speedup is not to be trusted (a filter and a badge)
             {_timing(_disturbance("r"))} AS timing,
@@ -80,14 +89,16 @@ PREPARE = (
         LEFT JOIN runs u ON u.run_id = r.run_id
         LEFT JOIN environments e ON e.env_id = r.env_id
     )
-    SELECT * FROM labelled
+    SELECT *, CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END
+        AS row_id
+    FROM labelled
     """,
     # A group-by picks the newest rows several times faster than a window over them all.
     """
     CREATE OR REPLACE TABLE latest_cells AS
     SELECT * FROM cells
     WHERE result_id IN (
-        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY model_id, config
+        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY row_id, config
     )
     ORDER BY family, model_id
     """,
@@ -119,7 +130,7 @@ _CHOSEN = """
         SELECT * FROM in_runs
         WHERE result_id IN (
             SELECT max_by(result_id, (recorded_at, result_id)) FROM in_runs
-            GROUP BY model_id, config
+            GROUP BY row_id, config
         )
     ),
     chosen AS (
@@ -162,6 +173,16 @@ SELECT
 FROM latest_cells
 """
 
+# The devices the cells ran on, for the header: a GPU by its name, the CPU as CPU.
+DEVICES = """
+SELECT
+    CASE WHEN device = 'cpu' THEN 'CPU' ELSE coalesce(gpu, device) END AS name,
+    count(*) AS cells
+FROM latest_cells
+GROUP BY name
+ORDER BY cells DESC, name
+"""
+
 RUNS = """
 SELECT run_id, coalesce(label, '') AS label, started_at, status, gpu, cells_recorded
 FROM runs
@@ -174,6 +195,7 @@ OVERVIEW = """
 SELECT
     count(*) AS cells,
     count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
     count(DISTINCT model_id) AS models,
     count(DISTINCT config) AS configs,
     list(DISTINCT gpu ORDER BY gpu) FILTER (WHERE gpu IS NOT NULL) AS gpus,
@@ -192,7 +214,7 @@ SELECT
     config, any_value(backend) AS backend, any_value(mode) AS mode,
     any_value(dynamic) AS dynamic, any_value(precision) AS precision,
     any_value(device) AS device, any_value(size) AS size, count(*) AS cells,
-    (SELECT count(DISTINCT model_id) FROM chosen) AS models,
+    (SELECT count(DISTINCT row_id) FROM chosen) AS models,
     (SELECT count(DISTINCT family) FROM chosen) AS families
 FROM chosen
 GROUP BY config
@@ -202,28 +224,34 @@ GROUP BY config
 MATRIX_CELLS = f"""
 WITH {_CHOSEN},
 page AS (
-    SELECT DISTINCT family, model_id FROM chosen
-    ORDER BY family, model_id
+    SELECT DISTINCT family, row_id FROM chosen
+    ORDER BY family, row_id
     LIMIT $limit OFFSET $offset
 )
 SELECT
-    c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
+    c.row_id, c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
     c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
     c.gpu_speedup, c.bound
-FROM chosen c SEMI JOIN page USING (model_id)
-ORDER BY c.family, c.model_id, c.config
+FROM chosen c SEMI JOIN page USING (row_id)
+ORDER BY c.family, c.row_id, c.config
 """
 
-# The matrix by family: one row per family and config.
+# The matrix by family: one row per family and config; pass rates count attempted cells
+# (not unsupported ones), beside the unsupported and the not run (dashboard.status).
 FAMILY_MATRIX = f"""
-WITH {_CHOSEN}
+WITH {_CHOSEN},
+family_models AS (SELECT family, count(DISTINCT model_id) AS n FROM chosen GROUP BY family)
 SELECT
     family, config,
     count(*) AS total,
     count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    -- the family's models without a cell in this config
+    any_value(f.n) - count(*) AS not_run,
     count(DISTINCT model_id) AS models,
     exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup
-FROM chosen
+FROM chosen JOIN family_models f USING (family)
 GROUP BY family, config
 ORDER BY family, config
 """
@@ -243,19 +271,27 @@ ORDER BY family, model_id, config
 
 # Per suite and config: pass rate, geomean speedup over passing cells, medians.
 SUMMARY = f"""
-WITH {_CHOSEN}
+WITH {_CHOSEN},
+suite_models AS (SELECT suite, count(DISTINCT model_id) AS n FROM chosen GROUP BY suite)
 SELECT
-    suite, config,
+    suite, variant, config,
     any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
     any_value(precision) AS precision,
     count(*) FILTER (WHERE status = 'pass') AS passed,
     count(*) AS total,
+    count(*) FILTER (WHERE status NOT IN ('pass', 'unsupported')) AS failed,
+    count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    any_value(m.n) - count(*) AS not_run,
+    -- why the unsupported cells could not run (the cell's message)
+    coalesce(list(DISTINCT unsupported_reason) FILTER (WHERE unsupported_reason IS NOT NULL), [])
+        AS unsupported_reasons,
     count(*) FILTER (WHERE status = 'pass' AND graph_break_count = 0) AS fullgraph,
     exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup,
     median(compile_s) AS median_compile_s,
     median(memory_ratio) AS median_memory_ratio
-FROM chosen
-GROUP BY suite, config
+FROM chosen JOIN suite_models m USING (suite)
+GROUP BY suite, variant, config
 """
 
 # Passing cells for the speedup charts: all of them, or a repeatable sample of
@@ -268,7 +304,8 @@ ORDER BY hash(model_id, config)
 LIMIT $max_points
 """
 
-# Failing cells grouped by their normalized error signature (the status when none).
+# Failing cells grouped by their normalized error signature (the status when none);
+# unsupported cells are no failures: UNSUPPORTED_REASONS.
 FAILURE_GROUPS = f"""
 WITH {_CHOSEN}
 SELECT
@@ -284,9 +321,23 @@ SELECT
     coalesce(list(DISTINCT triage_rung) FILTER (WHERE triage_rung IS NOT NULL), []) AS rungs,
     min(result_id) AS example_result_id
 FROM chosen
-WHERE status <> 'pass'
+WHERE status NOT IN ('pass', 'unsupported')
 GROUP BY status, signature
 ORDER BY cells DESC, status, signature
+"""
+
+# Cells that could not run here, by their reason: not failures (dashboard.status).
+UNSUPPORTED_REASONS = f"""
+WITH {_CHOSEN}
+SELECT
+    coalesce(unsupported_reason, 'no reason recorded') AS reason,
+    count(*) AS cells,
+    count(DISTINCT model_id) AS models,
+    list(DISTINCT config ORDER BY config) AS configs
+FROM chosen
+WHERE status = 'unsupported'
+GROUP BY reason
+ORDER BY cells DESC, reason
 """
 
 # The newest row of every cell key of one model ($model), all columns but the samples.
@@ -422,4 +473,59 @@ SELECT
 FROM chosen c JOIN graph_breaks g USING (result_id)
 GROUP BY 1, 2
 ORDER BY models DESC, breaks DESC, break_type
+"""
+
+# -- Leaderboard: the filtered cells ranked, one quick view a statement --
+
+# What each quick view keeps and how it ranks; the names are the page's options (a closed
+# set of our own text, never a value from the URL: that picks one of these keys).
+_LEADERBOARD_VIEWS = {
+    "all cells": ("TRUE", "model_id, config"),
+    "slower than eager": ("status = 'pass' AND speedup < 1", "speedup, model_id, config"),
+    "largest speedups": ("status = 'pass' AND speedup > 0", "speedup DESC, model_id, config"),
+    "most memory saved": (
+        "status = 'pass' AND memory_ratio > 0 AND memory_ratio < 1",
+        "memory_ratio, model_id, config",
+    ),
+    "most graph breaks": (
+        "graph_break_count > 0",
+        "graph_break_count DESC, model_id, config",
+    ),
+    "longest compiles": ("compile_s IS NOT NULL", "compile_s DESC, model_id, config"),
+}
+LEADERBOARD_VIEWS = tuple(_LEADERBOARD_VIEWS)
+_LEADERBOARD_COLUMNS = """
+    model_id, row_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
+    eager_peak_alloc_mb, compiled_peak_alloc_mb, memory_ratio, graph_break_count, timing,
+    timing_disturbance, bound, backend, device, size
+"""
+# The first $limit rows of each view, and how many it holds in all.
+LEADERBOARD = {
+    name: f"""
+    WITH {_CHOSEN}
+    SELECT {_LEADERBOARD_COLUMNS}, count(*) OVER () AS matching
+    FROM chosen
+    WHERE {where}
+    ORDER BY {order}
+    LIMIT $limit
+    """
+    for name, (where, order) in _LEADERBOARD_VIEWS.items()
+}
+
+# -- Config vs config: two matrix columns ($a, $b) model by model --
+
+CONFIG_PAIR = f"""
+WITH {_CHOSEN},
+a AS (SELECT * FROM chosen WHERE config = $a),
+b AS (SELECT * FROM chosen WHERE config = $b)
+SELECT
+    coalesce(a.row_id, b.row_id) AS model_id,
+    coalesce(a.family, b.family) AS family,
+    a.status AS a_status, b.status AS b_status,
+    a.speedup AS a_speedup, b.speedup AS b_speedup,
+    a.compile_s AS a_compile_s, b.compile_s AS b_compile_s,
+    a.memory_ratio AS a_memory_ratio, b.memory_ratio AS b_memory_ratio,
+    a.timing AS a_timing, b.timing AS b_timing, a.bound AS a_bound, b.bound AS b_bound
+FROM a FULL OUTER JOIN b USING (row_id)
+ORDER BY 1
 """

@@ -18,7 +18,7 @@ import duckdb
 import pandas as pd
 import streamlit as st
 
-from dashboard import queries
+from dashboard import queries, status
 from dashboard.data import DEFAULT_RUNS_DIR, RUNS_DIR_ENV, Sources, default_paths, load
 from dashboard.filters import Facets, Filters, config_order, sort_configs
 
@@ -118,7 +118,12 @@ def facets(db: Database) -> Facets:
 
 @_cached
 def overview(db: Database) -> dict:
-    return db.query(queries.OVERVIEW).iloc[0].to_dict()
+    """The header's counts, and ``devices``: each device name with its cell count."""
+    devices = db.query(queries.DEVICES)
+    return {
+        **db.query(queries.OVERVIEW).iloc[0].to_dict(),
+        "devices": list(zip(devices["name"], devices["cells"].astype(int), strict=True)),
+    }
 
 
 @dataclass(frozen=True)
@@ -160,12 +165,13 @@ def chosen_cells(db: Database, filters: Filters) -> pd.DataFrame:
 def summary(db: Database, filters: Filters) -> pd.DataFrame:
     frame = db.query(queries.SUMMARY, filters.params())
     order = sorted(
-        range(len(frame)), key=lambda i: (frame["suite"][i], config_order(frame.iloc[i]))
+        range(len(frame)),
+        key=lambda i: (frame["suite"][i], frame["variant"][i], config_order(frame.iloc[i])),
     )
     frame = frame.iloc[order].reset_index(drop=True)
     frame["pass_rate"] = [
-        f"{round(100 * passed / total)}% ({passed}/{total})"
-        for passed, total in zip(frame["passed"], frame["total"], strict=True)
+        status.pass_rate_text(row.passed, row.attempted, row.unsupported, row.not_run)
+        for row in frame.itertuples()
     ]
     return frame
 
@@ -178,6 +184,26 @@ def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
 @_cached
 def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
     return db.query(queries.FAILURE_GROUPS, filters.params())
+
+
+LEADERBOARD_ROWS = 1_000
+
+
+@_cached
+def leaderboard(db: Database, filters: Filters, view: str) -> pd.DataFrame:
+    """The first ``LEADERBOARD_ROWS`` cells of a quick view (``queries.LEADERBOARD_VIEWS``),
+    each with ``matching``: how many the view holds in all."""
+    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": LEADERBOARD_ROWS})
+
+
+@_cached
+def config_pair(db: Database, filters: Filters, a: str, b: str) -> pd.DataFrame:
+    return db.query(queries.CONFIG_PAIR, {**filters.params(), "a": a, "b": b})
+
+
+@_cached
+def unsupported_reasons(db: Database, filters: Filters) -> pd.DataFrame:
+    return db.query(queries.UNSUPPORTED_REASONS, filters.params())
 
 
 @_cached
@@ -220,6 +246,15 @@ class View:
 
 def current_view() -> View:
     return st.session_state[VIEW_KEY]
+
+
+# Number formats of the tables: a speedup, seconds, milliseconds, a ratio, megabytes.
+TIMES, SECONDS, MS, RATIO, MB = "%.2fx", "%.1f", "%.3f", "%.2f", "%.0f"
+
+
+def number_columns(**formats: str) -> dict:
+    """``st.dataframe``'s column_config for numeric columns, by name: its format."""
+    return {name: st.column_config.NumberColumn(format=fmt) for name, fmt in formats.items()}
 
 
 def download_csv(

@@ -52,7 +52,9 @@ def shown(markdown: str) -> str:
     return re.sub(r"\\([!-/:-@\[-`{-~])", r"\1", markdown).replace(WORD_JOINER, "")
 
 
-def cell(model: str, family: str, backend: str, status: str, **values) -> CellResult:
+def cell(
+    model: str, family: str, backend: str, status: str, precision: str = "bf16", **values
+) -> CellResult:
     mode = "default" if backend == "inductor" else "none"
     key = {
         "model_id": f"timm/{model}",
@@ -60,7 +62,7 @@ def cell(model: str, family: str, backend: str, status: str, **values) -> CellRe
         "backend": backend,
         "mode": mode,
         "dynamic": "false",
-        "precision": "bf16",
+        "precision": precision,
         "step": "infer",
         "batch_size": 64,
         "seq_len": None,
@@ -184,6 +186,38 @@ def build(root: Path) -> tuple[Path, Path]:
     )
     user.finish_run(rerun.run_id, "finished", 4)
     return root / "runs", root / "zoo.duckdb"
+
+
+ZOO_LABEL = "zoo"
+XLA_REASON = "torch_xla not installed"
+
+
+def build_zoo(root: Path) -> tuple[Path, Path]:
+    """``build`` and one more run ("zoo") in the user's database: torch_xla cells that
+    are unsupported here, a model slower compiled than eager (with more memory), and an
+    fp32 inductor column to set against bf16 (resnet18 and vit pass in both, convnext
+    fails in fp32)."""
+    runs_dir, db_path = build(root)
+    user = Store.open(db_path)
+    zoo = RunRecord(label=ZOO_LABEL, command="zoo-run --models 'timm/*'", status="finished")
+    user.start_run(zoo)
+    slow = dict(timed(0.26, 30.0), memory_ratio=2.85, graph_break_count=5, graph_count=6)
+    user.write_results(
+        zoo.run_id,
+        [
+            cell("resnet18", "resnet", "torch_xla", "unsupported", error_message=XLA_REASON),
+            cell("vit_tiny_patch16_224", "vision_transformer", "torch_xla", "unsupported",
+                 error_message=XLA_REASON),
+            cell("convnext_atto", "convnext", "aot_eager", "pass", **slow),
+            cell("resnet18", "resnet", "inductor", "pass", "fp32", **timed(1.2, 11.0)),
+            cell("vit_tiny_patch16_224", "vision_transformer", "inductor", "pass", "fp32",
+                 **dict(timed(2.0, 8.0), memory_ratio=0.5)),
+            cell("convnext_atto", "convnext", "inductor", "compile_error", "fp32",
+                 error_type="RuntimeError", error_message="fp32 only"),
+        ],
+    )  # fmt: skip
+    user.finish_run(zoo.run_id, "finished", 6)
+    return runs_dir, db_path
 
 
 def hostile(host: str, where: str) -> str:

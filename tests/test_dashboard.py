@@ -31,8 +31,10 @@ from runner.store.schema import RunRecord
 from tests.dashboard_data import (
     ENV,
     SIGNATURE,
+    XLA_REASON,
     build,
     build_hostile,
+    build_zoo,
     cell,
     hostile,
     hostile_search,
@@ -50,12 +52,27 @@ def fixture_paths(tmp_path_factory) -> tuple[Path, Path]:
     return build(tmp_path_factory.mktemp("zoo"))
 
 
-@pytest.fixture
-def app(fixture_paths, monkeypatch):
-    runs_dir, db_path = fixture_paths
+@pytest.fixture(scope="module")
+def zoo_paths(tmp_path_factory) -> tuple[Path, Path]:
+    return build_zoo(tmp_path_factory.mktemp("zoo-plus"))
+
+
+def _app_on(paths: tuple[Path, Path], monkeypatch) -> AppTest:
+    runs_dir, db_path = paths
     monkeypatch.setenv("ZOO_RUNS_DIR", str(runs_dir))
     monkeypatch.setenv("ZOO_DB", str(db_path))
     return AppTest.from_file(str(APP), default_timeout=60)
+
+
+@pytest.fixture
+def zoo_app(zoo_paths, monkeypatch):
+    """The app on the larger fixture: unsupported cells, a slow model, an fp32 column."""
+    return _app_on(zoo_paths, monkeypatch)
+
+
+@pytest.fixture
+def app(fixture_paths, monkeypatch):
+    return _app_on(fixture_paths, monkeypatch)
 
 
 def no_exception(at: AppTest) -> AppTest:
@@ -200,6 +217,24 @@ def test_status_legend_counts_and_escapes():
     legend = charts.status_legend(CELLS.assign(status=["pass", "pass", "<b>", "oom"]), "status")
     assert "pass (2)" in legend and "oom (1)" in legend
     assert "&lt;b&gt; (1)" in legend and "<b>" not in legend
+    # By category: the unknown status is a failure; the pass rate is over attempted cells.
+    assert "<strong>failed</strong>" in legend and "50% (2/4) of the attempted" in legend
+
+
+def test_status_legend_names_unsupported_and_not_run_apart_from_failures():
+    cells = CELLS.assign(status=["pass", "unsupported", "pass", "oom"])
+    legend = charts.status_legend(cells, "status", not_run=2)
+    assert "<strong>unsupported here</strong>" in legend and "unsupported (1)" in legend
+    assert "<strong>not run</strong>" in legend and "not run (2)" in legend
+    # 2 passed of the 3 attempted: the unsupported cell is no failure.
+    assert "67% (2/3) of the attempted" in legend
+    speedup = charts.status_legend(cells, "speedup", not_run=2)
+    assert "not run (2)" in speedup and "unsupported here (1)" in speedup
+    # The colour bar has its numbers.
+    assert all(f">{t:g}x</span>" in speedup for t in charts.SPEEDUP_TICKS)
+    # Three greys apart: failed, unsupported, not run.
+    greys = {charts.NO_SPEEDUP_COLOR, charts.STATUS_COLORS["unsupported"], charts.NOT_RUN_FILL}
+    assert len(greys) == 3
 
 
 def test_family_matrix_figure_colours_by_pass_rate():
@@ -214,8 +249,15 @@ def test_family_matrix_figure_colours_by_pass_rate():
         }
     )
     fig = charts.family_matrix_figure(families, ["eager"], "status")
-    assert list(fig.data[0].marker.color) == [0.75, 0.0]
-    assert fig.data[0].customdata[0][2] == "3/4 pass (75%)"
+    grey, coloured = fig.data
+    assert list(coloured.marker.color) == [0.75, 0.0] and len(grey.x) == 0
+    assert coloured.customdata[0][2] == "pass rate 75% (3/4)"
+    # A family whose cells were all unsupported is grey, not a red 0%.
+    xla = families.assign(attempted=[3, 0], unsupported=[1, 2], not_run=[0, 1])
+    grey, coloured = charts.family_matrix_figure(xla, ["eager"], "status").data
+    assert list(grey.y) == ["fb"] and grey.marker.color == charts.STATUS_COLORS["unsupported"]
+    assert grey.customdata[0][2] == "pass rate – (0/0) · 2 unsupported · 1 not run"
+    assert list(coloured.marker.color) == [1.0]
 
 
 def test_speedup_charts():
@@ -230,6 +272,8 @@ def test_speedup_charts():
     )
     histogram = charts.speedup_histogram(points)
     assert sum(histogram.data[0].y) == 3
+    # A log axis: 1x sits at 0 and its neighbours by ratio.
+    assert "1x" in histogram.layout.xaxis.ticktext and 0.0 in histogram.layout.xaxis.tickvals
     scatter = charts.speedup_vs_compile(points)
     assert sorted(t.name for t in scatter.data) == ["eager", "inductor"]
     assert scatter.layout.xaxis.type == "log"
@@ -342,8 +386,11 @@ def test_rows_in_both_sources_are_loaded_once(fixture_paths, tmp_path):
 def test_matrix_page_shows_header_matrix_and_legend(app):
     at = no_exception(app.run())
     page = texts(at)
-    assert "5 cells (3 models × 2 configs, 3 pass)" in page
-    assert "NVIDIA H200" in page and "torch 2.11.0" in page
+    assert (
+        "5 cells (3 models × 2 configs): 3 pass of 5 attempted, 0 unsupported here, 1 not run"
+        in page
+    )
+    assert "NVIDIA H200 (5 cells)" in page and "torch 2.11.0" in page
     assert "4 parquet files" in page and "your database" in page
     assert "Models 1–3 of 3" in page
     assert not at.get("plotly_chart")
@@ -386,6 +433,31 @@ def test_url_filters_are_validated_and_applied(app):
     ]
 
 
+def test_active_filters_are_chips_and_unknown_url_values_are_named(app):
+    app.query_params["timing"] = "disturbed"
+    app.query_params["backend"] = ["tvm", "aot_eager"]
+    at = no_exception(app.run())
+    (warning,) = [shown(w.value) for w in at.warning if "Not in the data" in w.value]
+    assert "Backend 'tvm'" in warning
+    # The filter from the URL is under "More filters": that expander is open.
+    (more,) = [e for e in at.expander if e.label == "More filters"]
+    assert more.proto.expanded
+    chips = {shown(b.label): b for b in at.button if b.key and b.key.startswith("_chip_")}
+    assert set(chips) == {"timing: disturbed", "backend: aot_eager"}
+    assert len(_tiles(matrix_page(at))) == 1
+    # A click on a chip drops that filter: the other aot_eager cells come back.
+    at = no_exception(chips["timing: disturbed"].click().run())
+    assert at.multiselect(key="timing").value == []
+    assert len(_tiles(matrix_page(at))) == 2
+
+
+def test_an_unknown_model_in_the_url_is_named(app):
+    app.query_params["model"] = "timm/nope"
+    at = no_exception(app.switch_page("pages_/detail.py").run())
+    assert any("Model 'timm/nope'" in shown(w.value) for w in at.warning)
+    assert "Choose a model above" in texts(at)
+
+
 def test_the_timing_filter_keeps_the_disturbed_cells(app):
     app.query_params["timing"] = "disturbed"
     at = no_exception(app.run())
@@ -417,22 +489,114 @@ def test_rows_by_family_and_speedup_colouring(app):
     app.query_params["color"] = "speedup"
     at = no_exception(app.run())
     (fig,) = plotly_figures(at)
-    assert sorted(set(fig.data[0].y)) == ["convnext", "resnet", "vision_transformer"]
-    assert "geomean" in fig.data[0].marker.colorbar.title.text
+    grey, coloured = fig.data
+    # The inductor cells of vit and convnext failed: no passing speedup to colour, grey.
+    assert sorted(set(coloured.y) | set(grey.y)) == ["convnext", "resnet", "vision_transformer"]
+    assert sorted(grey.y) == ["convnext", "vision_transformer"]
+    assert "geomean" in coloured.marker.colorbar.title.text
 
 
 def test_summary_page(app):
     app.run()
     at = no_exception(app.switch_page("pages_/summary.py").run())
     table = at.dataframe[0].value.set_index("config")
-    assert table.loc["inductor/default dyn=false bf16", "pass_rate"] == "33% (1/3)"
-    assert table.loc["aot_eager dyn=false bf16", "geomean_speedup"] == pytest.approx(
-        (1.02 * 1.1) ** 0.5
+    assert table.loc["inductor/default dyn=false bf16", "pass rate"] == "33% (1/3)"
+    assert table.loc["aot_eager dyn=false bf16", "geomean speedup"] == (
+        f"{(1.02 * 1.1) ** 0.5:.2f}x"
     )
-    assert table.loc["aot_eager dyn=false bf16", "median_compile_s"] == pytest.approx(3.0)
+    assert table.loc["aot_eager dyn=false bf16", "median compile s"] == "3.0"
+    # convnext has no aot_eager cell: not run, beside the pass rate.
+    assert table.loc["aot_eager dyn=false bf16", "not run"] == 1
+    assert "None" not in table.to_string() and "nan" not in table.to_string()
     histogram, scatter = plotly_figures(at)
     assert sum(histogram.data[0].y) == 3
     assert {trace.name for trace in scatter.data} == {"inductor", "aot_eager"}
+
+
+def test_unsupported_cells_are_no_failures_on_any_page(zoo_app):
+    at = no_exception(zoo_app.run())
+    page = texts(at)
+    # 11 cells, 2 of them unsupported: 6 pass of the 9 attempted.
+    assert "11 cells (3 models × 4 configs): 6 pass of 9 attempted, 2 unsupported here" in page
+    legend = matrix_page(at)
+    assert "<strong>unsupported here</strong>" in legend and "unsupported (2)" in legend
+    assert "not run (1)" in legend and "67% (6/9) of the attempted" in legend
+
+    summary = no_exception(zoo_app.switch_page("pages_/summary.py").run())
+    table = summary.dataframe[0].value.set_index("config")
+    xla = table.loc["torch_xla dyn=false bf16"]
+    assert xla["pass rate"] == "– (0/0) · 2 unsupported · 1 not run"
+    assert xla["unsupported because"] == XLA_REASON and xla["failed"] == 0
+    assert {m.label: m.value for m in summary.metric}["Unsupported here"] == "2"
+
+    failures = no_exception(zoo_app.switch_page("pages_/failures.py").run())
+    groups, reasons = (frame.value for frame in failures.dataframe)
+    assert "unsupported" not in set(groups["status"])
+    assert list(reasons["reason"]) == [XLA_REASON] and list(reasons["cells"]) == [2]
+    assert {m.label: m.value for m in failures.metric}["Failing cells"] == "3"
+
+    families = AppTest.from_file(str(APP), default_timeout=60)
+    families.query_params["rows"] = "families"
+    (fig,) = plotly_figures(no_exception(families.run()))
+    grey, coloured = fig.data
+    # Every torch_xla tile is grey (nothing attempted), none a red 0%.
+    assert set(grey.x) == {"torch_xla dyn=false bf16"}
+    assert "torch_xla dyn=false bf16" not in set(coloured.x)
+
+
+def test_leaderboard_ranks_cells_in_each_quick_view(zoo_app):
+    at = no_exception(zoo_app.switch_page("pages_/leaderboard.py").run())
+    table = at.dataframe[0].value
+    assert len(table) == 11 and at.segmented_control(key="view").value == "all cells"
+    assert {"speedup", "compile s", "eager MB", "memory ratio", "caveats"} <= set(table)
+    # The vit aot_eager cell's eager samples were disturbed: its badge says so.
+    disturbed = table[table["caveats"] != ""]
+    assert list(disturbed["model"]) == [VIT] and "timing disturbed" in disturbed["caveats"].iloc[0]
+    firsts = {
+        "slower than eager": ("timm/convnext_atto", "aot_eager dyn=false bf16", 1),
+        "largest speedups": (VIT, "inductor/default dyn=false fp32", 6),
+        "most memory saved": (VIT, "inductor/default dyn=false fp32", 5),
+        "most graph breaks": ("timm/convnext_atto", "aot_eager dyn=false bf16", 2),
+        "longest compiles": ("timm/convnext_atto", "aot_eager dyn=false bf16", 8),
+    }
+    for quick, (model, config, rows) in firsts.items():
+        at = no_exception(at.segmented_control(key="view").set_value(quick).run())
+        table = at.dataframe[0].value
+        assert (table["model"].iloc[0], table["config"].iloc[0], len(table)) == (
+            model, config, rows,
+        ), quick  # fmt: skip
+    # ASTModel's kind of result: 0.26x compiled, with 2.85x the memory, on top; the
+    # view opens from the URL too.
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["view"] = "slower than eager"
+    at = no_exception(at.switch_page("pages_/leaderboard.py").run())
+    slowest = at.dataframe[0].value.iloc[0]
+    assert slowest["speedup"] == pytest.approx(0.26) and slowest["memory ratio"] == 2.85
+    assert "passing cells whose compiled median is slower than eager's" in texts(at)
+
+
+def test_config_vs_config_over_the_models_both_have(zoo_app):
+    bf16, fp32 = "inductor/default dyn=false bf16", "inductor/default dyn=false fp32"
+    zoo_app.query_params["config_a"] = bf16
+    zoo_app.query_params["config_b"] = fp32
+    # A backend filter would hide one side: the two configs replace the axis filters.
+    zoo_app.query_params["backend"] = "aot_eager"
+    at = no_exception(zoo_app.switch_page("pages_/configs.py").run())
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Models with both"] == "3"
+    # resnet18 is the one model passing in both: 1.2x in fp32 against 1.5x in bf16.
+    assert metrics["Geomean B / A speedup"] == "0.80x"
+    assert "over the 1 models passing with a speedup in both" in texts(at)
+    crossings = at.dataframe[0].value.set_index("A \\ B")
+    assert crossings.loc["passed", "passed"] == 1
+    assert crossings.loc["failed", "passed"] == 1  # vit: compile error in bf16, passes in fp32
+    assert crossings.loc["failed", "failed"] == 1  # convnext: accuracy, then compile error
+    (scatter,) = plotly_figures(at)
+    (points, diagonal) = scatter.data
+    assert list(points.x) == [1.5] and list(points.y) == [pytest.approx(1.2)]
+    assert scatter.layout.xaxis.type == "log" and diagonal.name == "same speedup"
+    pairs = at.dataframe[1].value.set_index("model")
+    assert pairs.loc[VIT, "crossing"] == "changed" and pairs.loc["timm/resnet18", "crossing"] == ""
 
 
 def test_model_detail_page(app):
@@ -484,6 +648,26 @@ def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_pa
     assert len(inductor) == 2 and len(set(inductor)) == 2, configs
     assert any("env env-othe · elsewhere" in c for c in inductor), inductor
     assert any("env env-test · rerun" in c for c in inductor), inductor
+
+
+def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkeypatch):
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="laptop", command="zoo-run --device cpu", status="finished")
+    store.start_run(run)
+    on_cpu = cell("resnet18", "resnet", "eager", "pass", **timed(1.0, 1.0))
+    on_cpu.device, on_cpu.size, on_cpu.cell_key = "cpu", "tiny", on_cpu.cell_key + "-cpu"
+    store.write_results(run.run_id, [on_cpu])
+    at = no_exception(_app_on((runs_dir, db_path), monkeypatch).run())
+    assert "NVIDIA H200 (5 cells), CPU (1 cells)" in texts(at)
+    matrix = matrix_page(at)
+    # The configs keep their names; the CPU run of the tiny model is a row of its own.
+    assert re.findall(r'<th class="config"><div>([^<]+)</div>', matrix) == [
+        "inductor/default dyn=false bf16", "eager dyn=false bf16", "aot_eager dyn=false bf16",
+    ]  # fmt: skip
+    rows = re.findall(r'<th class="model"><a href="([^"]+)">([^<]+)</a>', matrix)
+    assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cpu tiny") in rows
+    assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cuda full") in rows
 
 
 def test_model_detail_without_a_model_asks_for_one(app):
@@ -591,6 +775,8 @@ def test_stored_markdown_and_the_search_are_escaped_on_every_page(tmp_path, monk
         ("pages_/failures.py", {}),
         ("pages_/breaks.py", {}),
         ("pages_/summary.py", {"q": hostile_search(HOST)}),
+        ("pages_/leaderboard.py", {"q": hostile_search(HOST)}),
+        ("pages_/configs.py", {"q": hostile_search(HOST)}),
         ("pages_/compare.py", {"a": hostile(HOST, "label"), "b": "plain"}),
     ]
     for page, params in pages:
@@ -620,7 +806,7 @@ def test_charts_show_data_as_text_not_plotly_markup():
     fig = charts.family_matrix_figure(families, ["<b>c</b>"])
     assert list(fig.layout.yaxis.ticktext) == [html.escape(family, quote=False)]
     assert list(fig.layout.xaxis.ticktext) == ["&lt;b&gt;c&lt;/b&gt;"]
-    assert fig.data[0].customdata[0][0] == html.escape(family, quote=False)
+    assert fig.data[1].customdata[0][0] == html.escape(family, quote=False)
     points = pd.DataFrame(
         {"model_id": [family], "config": ["c"], "backend": ["<i>b</i>"], "speedup": [1.2],
          "compile_s": [3.0]}

@@ -75,6 +75,17 @@ def _no_exception(page) -> None:
     assert errors.count() == 0, errors.first.inner_text()
 
 
+def _open(page, url: str, tmp_path: Path, shot: str, *texts: str, selector: str = "") -> None:
+    """Go to ``url``, wait for each of ``texts`` (and ``selector``), check and shoot it."""
+    page.goto(url)
+    for text in texts:
+        page.get_by_text(text, exact=False).first.wait_for()
+    if selector:
+        page.locator(selector).first.wait_for()
+    _no_exception(page)
+    _shoot(page, tmp_path, shot)
+
+
 # sync_playwright comes first so that a missing browser skips before a server starts.
 def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path):
     with sync_playwright() as playwright:
@@ -108,4 +119,26 @@ def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path
         assert "config=inductor%2Fdefault" in page.url and "status=compile_error" in page.url
         _no_exception(page)
         _shoot(page, tmp_path, "3-model-detail")
+
+        _open(
+            page,
+            f"{server}/leaderboard?view=largest+speedups",
+            tmp_path,
+            "4-leaderboard",
+            "largest speedups: passing cells",
+            "3 cells. Click a column",
+        )
+        page.locator('[data-testid="stDataFrame"]').first.wait_for()
+
+        bf16, aot = "inductor%2Fdefault+dyn%3Dfalse+bf16", "aot_eager+dyn%3Dfalse+bf16"
+        # resnet18 passes in both: 1.50x against 1.02x.
+        _open(
+            page,
+            f"{server}/configs?config_a={aot}&config_b={bf16}",
+            tmp_path,
+            "5-config-vs-config",
+            "over the 1 models passing",
+            "1.47x",
+            selector=".js-plotly-plot",
+        )
         browser.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from dashboard import reads
+from dashboard.filters import pick_two
 from dashboard.text import plain
 
 try:
@@ -43,10 +44,7 @@ st.caption(
     "(e.g. before and after a torch upgrade). Cells match on their key without the "
     "environment; a speed change counts only beyond the measured spread and 5%."
 )
-left, right = st.columns(2)
-# The raw names are the options (no format_func) so that the URL carries them.
-a = left.selectbox("A (baseline)", names, index=None, key="a", bind="query-params")
-b = right.selectbox("B", names, index=None, key="b", bind="query-params")
+a, b, (left, right) = pick_two(names, ("a", "b"), ("A", "B"))
 if a is not None:
     left.caption(plain(sides[a]))
 if b is not None:

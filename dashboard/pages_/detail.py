@@ -8,12 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import charts, reads, reproduce
-from dashboard.filters import config_order
+from dashboard.filters import config_order, warn_unknown_choice
 from dashboard.text import plain
 from runner.matrix.labels import is_disturbed
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
+warn_unknown_choice("model", view.facets.models, "Model")
 model = st.selectbox(
     "Model",
     view.facets.models,
@@ -35,8 +36,8 @@ cells = cells.iloc[order].reset_index(drop=True)
 # Several cell keys can share a config (environments, batch sizes): tell them apart.
 repeated = cells["config"].duplicated(keep=False)
 cells.loc[repeated, "config"] = [
-    f"{row.config} · bs{row.batch_size} · torch {row.torch} · env {row.env_id[:8]}"
-    + (f" · {row.label}" if isinstance(row.label, str) else "")
+    f"{row.config} · {row.device} {row.size} · bs{row.batch_size} · torch {row.torch} · "
+    f"env {row.env_id[:8]}" + (f" · {row.label}" if isinstance(row.label, str) else "")
     for row in cells[repeated].itertuples()
 ]
 wanted = st.query_params.get("config")
@@ -72,11 +73,15 @@ st.dataframe(
     table,
     hide_index=True,
     column_config={
-        "speedup": st.column_config.NumberColumn(format="%.2fx"),
-        "compile s": st.column_config.NumberColumn(format="%.1f"),
-        "eager ms": st.column_config.NumberColumn(format="%.3f"),
-        "compiled ms": st.column_config.NumberColumn(format="%.3f"),
-        "memory ratio": st.column_config.NumberColumn(format="%.2f"),
+        **reads.number_columns(
+            **{
+                "speedup": reads.TIMES,
+                "compile s": reads.SECONDS,
+                "eager ms": reads.MS,
+                "compiled ms": reads.MS,
+                "memory ratio": reads.RATIO,
+            }
+        ),
         "recorded": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm"),
     },
 )

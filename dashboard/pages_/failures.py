@@ -18,17 +18,52 @@ def _names(values: list[str]) -> str:
     return shown + (f" and {more:,} more" if more > 0 else "")
 
 
+def unsupported_section(reasons: pd.DataFrame) -> None:
+    """Cells that could not run here: not failures, listed with their reason."""
+    st.markdown(f"#### Unsupported here: {int(reasons['cells'].sum()):,} cells, not failures")
+    st.caption(
+        "Their config cannot run on the machine that recorded them (a backend not "
+        "installed, a device it does not support): they were not attempted and count in "
+        "no pass rate."
+    )
+    st.dataframe(
+        pd.DataFrame(
+            {
+                "reason": reasons["reason"],
+                "cells": reasons["cells"],
+                "models": reasons["models"],
+                "configs": reasons["configs"].map(", ".join),
+            }
+        ),
+        hide_index=True,
+        column_config={"reason": st.column_config.TextColumn(width="large")},
+    )
+
+
 view = reads.current_view()
 db, chosen = view.db, view.filters
 groups = reads.failure_groups(db, chosen)
+reasons = reads.unsupported_reasons(db, chosen)
 if groups.empty:
     st.success(f"No failing cells under these filters ({plain(chosen.describe())}).")
+    if not reasons.empty:
+        unsupported_section(reasons)
     st.stop()
 
-columns = st.columns(3)
+columns = st.columns(4)
 columns[0].metric("Failing cells", f"{int(groups['cells'].sum()):,}")
 columns[1].metric("Error signatures", f"{len(groups):,}")
 columns[2].metric("Models with a failure", f"{len(set().union(*groups['model_ids'])):,}")
+columns[3].metric(
+    "Unsupported here (not failures)",
+    f"{int(reasons['cells'].sum()) if not reasons.empty else 0:,}",
+)
+by_kind = groups.groupby("status", sort=False)["cells"].sum()
+st.caption(
+    "Failed, by kind: "
+    + plain(", ".join(f"{kind} {int(count):,}" for kind, count in by_kind.items()))
+    + "."
+)
 st.caption(
     "A signature is the error message with numbers, shapes and paths masked, so equal "
     "failures group together; cells without one group by status. Triage: the stage the "
@@ -71,3 +106,6 @@ for index, group in groups.head(GROUPS_SHOWN).iterrows():
                 query_params={"model": example["model_id"], "config": example["config"]},
                 icon=":material/open_in_new:",
             )
+
+if not reasons.empty:
+    unsupported_section(reasons)

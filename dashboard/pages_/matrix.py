@@ -12,6 +12,7 @@ import math
 import streamlit as st
 
 from dashboard import charts, reads
+from dashboard.status import NOT_RUN, category
 from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
@@ -76,8 +77,9 @@ if rows_by == "families":
     st.caption(
         f"{shape.families:,} families × {_count(len(shape.configs), 'config')}, "
         f"{_count(shape.models, 'model')}. "
-        "Colour: share of passing cells (or their geomean speedup). Click a tile to see "
-        "that family's models."
+        "Colour: share of the attempted cells that passed, unsupported ones left out (or "
+        "the geomean speedup of the passing ones); grey: nothing to colour (every cell "
+        "unsupported, or none passed). Click a tile to see that family's models."
     )
     st.plotly_chart(
         charts.family_matrix_figure(families, shape.configs, color_by),
@@ -101,7 +103,7 @@ else:
         )
     page = min(page, pages)
     cells = reads.matrix_cells(db, chosen, page, PER_PAGE)
-    models = list(dict.fromkeys(cells["model_id"]))
+    models = list(dict.fromkeys(cells["row_id"]))
     first = (page - 1) * PER_PAGE + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
@@ -111,7 +113,9 @@ else:
     # One HTML element for legend and matrix, and Markdown rather than st.table below:
     # each other kind of element has the browser fetch and run more code before it paints.
     st.html(
-        f'<p class="zoo-legend">{charts.status_legend(cells, color_by)}</p>'
+        '<p class="zoo-legend">'
+        + charts.status_legend(cells, color_by, len(models) * len(shape.configs) - len(cells))
+        + "</p>"
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
@@ -123,6 +127,14 @@ reads.download_csv(
 )
 with st.expander("What the statuses mean"):
     st.markdown(
-        "| status | meaning |\n| --- | --- |\n"
-        + "\n".join(f"| `{status}` | {STATUS_MEANING[status]} |" for status in STATUSES)
+        "| category | status | meaning |\n| --- | --- | --- |\n"
+        + "\n".join(
+            f"| {category(status)} | `{status}` | {STATUS_MEANING[status]} |" for status in STATUSES
+        )
+        + f"\n| {NOT_RUN} | | no cell was recorded for this model and config |"
+    )
+    st.caption(
+        "Pass rates are over the attempted cells: unsupported ones (the config cannot run "
+        "on this machine, e.g. a backend not installed) and places not run are counted "
+        "beside them, never as failures."
     )

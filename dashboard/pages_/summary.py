@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
-from dashboard import charts, reads
+from dashboard import charts, reads, status
 from dashboard.text import plain
+
+# A row of st.dataframe is 35 px; the table shows every row rather than scrolling 10.
+ROW_PX, TABLE_MAX_PX = 35, 2_000
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
@@ -14,37 +18,59 @@ if summary.empty:
     st.info(f"No cells match the filters ({plain(chosen.describe())}).")
     st.stop()
 
-passed, total = int(summary["passed"].sum()), int(summary["total"].sum())
-columns = st.columns(3)
-columns[0].metric("Cells", f"{total:,}")
-columns[1].metric(f"Pass ({passed:,} of {total:,})", f"{round(100 * passed / total)}%")
-columns[2].metric("Configs", f"{summary['config'].nunique()}")
+passed, attempted = int(summary["passed"].sum()), int(summary["attempted"].sum())
+unsupported, not_run = int(summary["unsupported"].sum()), int(summary["not_run"].sum())
+columns = st.columns(5)
+rate = status.pass_rate(passed, attempted)
+columns[0].metric(
+    f"Pass ({passed:,} of {attempted:,} attempted)",
+    "–" if rate is None else f"{round(100 * rate)}%",
+)
+columns[1].metric("Failed", f"{int(summary['failed'].sum()):,}")
+columns[2].metric(
+    "Unsupported here",
+    f"{unsupported:,}",
+    help="Cells whose config cannot run on the machine that recorded them (the reason is "
+    "in the table): not attempted, so not in the pass rate.",
+)
+columns[3].metric("Not run", f"{not_run:,}", help="Models of the suite without a cell in a config.")
+columns[4].metric("Configs", f"{summary['config'].nunique()}")
+
+
+def _number(fmt: str):
+    return lambda value: "–" if value is None or pd.isna(value) else fmt.format(value)
+
 
 st.markdown("#### Per suite and config")
 st.caption(
-    "Geomean speedup over passing cells; medians over the cells that recorded them. "
-    "Fullgraph: passing cells with no graph break."
+    "Pass rate over the attempted cells (passed / attempted), unsupported and not-run "
+    "cells beside it. Geomean speedup over passing cells; medians over the cells that "
+    "recorded them (–: none did). Fullgraph: passing cells with no graph break."
 )
+table = pd.DataFrame(
+    {
+        "suite": summary["suite"],
+        "device, size": summary["variant"],
+        "config": summary["config"],
+        "pass rate": summary["pass_rate"],
+        "failed": summary["failed"],
+        "unsupported": summary["unsupported"],
+        "not run": summary["not_run"],
+        "geomean speedup": summary["geomean_speedup"].map(_number("{:.2f}x")),
+        "median compile s": summary["median_compile_s"].map(_number("{:.1f}")),
+        "median memory ratio": summary["median_memory_ratio"].map(_number("{:.2f}")),
+        "fullgraph": summary["fullgraph"],
+        "unsupported because": summary["unsupported_reasons"].map("; ".join),
+    }
+)
+if not summary["variant"].astype(bool).any():  # one device and size: nothing to tell apart
+    table = table.drop(columns="device, size")
 st.dataframe(
-    summary[
-        [
-            "suite",
-            "config",
-            "pass_rate",
-            "geomean_speedup",
-            "median_compile_s",
-            "median_memory_ratio",
-            "fullgraph",
-        ]
-    ],
+    table,
     hide_index=True,
+    height=min(TABLE_MAX_PX, ROW_PX * (len(table) + 1) + 3),
     column_config={
-        "pass_rate": st.column_config.TextColumn("pass rate"),
-        "geomean_speedup": st.column_config.NumberColumn("geomean speedup", format="%.2fx"),
-        "median_compile_s": st.column_config.NumberColumn("median compile s", format="%.1f"),
-        "median_memory_ratio": st.column_config.NumberColumn(
-            "median memory ratio", format="%.2f", help="peak compiled / eager allocated"
-        ),
+        "median memory ratio": st.column_config.TextColumn(help="peak compiled / eager allocated"),
     },
 )
 reads.download_csv("Download this table (CSV)", summary, "summary")
