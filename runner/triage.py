@@ -25,7 +25,6 @@ it) and run once to check that it still fails. Bounded by ``MINIFY_BUDGET_S``.
 from __future__ import annotations
 
 import contextlib
-import glob
 import os
 import re
 import subprocess
@@ -220,15 +219,12 @@ def trace(cell: Cell, gate: Gate, folder: Path) -> str:
     if tlparse is None:
         return f"trace {log}; tlparse is not installed (pip install tlparse; tlparse {log})"
     report = folder / "tlparse"
-    try:
-        ran = subprocess.run(
-            [tlparse, str(log), "-o", str(report), "--no-browser", "--overwrite"],
-            capture_output=True,
-            text=True,
-            timeout=TLPARSE_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
+    ran = _run_child(
+        [tlparse, str(log), "-o", str(report), "--no-browser", "--overwrite"],
+        cwd=folder,
+        timeout_s=TLPARSE_S,
+    )
+    if ran is None:
         return f"trace {log}; tlparse did not end within {TLPARSE_S:.0f} s"
     index = report / "index.html"
     if ran.returncode or not index.exists():
@@ -258,7 +254,7 @@ def minify(
         # The minifier copies what it writes into the working directory, too.
         with dynamo_config.patch(armed), contextlib.chdir(work):
             again = measure_cell(cell, gate=gate, checks_only=True)
-        launchers = glob.glob(str(folder / "debug" / "**" / "minifier_launcher.py"), recursive=True)
+        launchers = sorted((folder / "debug").rglob("minifier_launcher.py"))
         if not launchers:
             return (
                 f"not minified: the armed compile ({again.status}) wrote no launcher; the "
@@ -267,17 +263,12 @@ def minify(
             )
         (work / "repro.py").unlink(missing_ok=True)
         left = budget_s - (time.monotonic() - started)
-        try:
-            # Untimed work on the GPU: beside other untimed work, never beside timing.
-            with gate(UNTIMED):
-                subprocess.run(
-                    [sys.executable, launchers[0], "minify"],
-                    cwd=work,
-                    timeout=max(left, 1.0),
-                    capture_output=True,
-                    check=False,
-                )
-        except subprocess.TimeoutExpired:
+        # Untimed work on the GPU: beside other untimed work, never beside timing.
+        with gate(UNTIMED):
+            minified = _run_child(
+                [sys.executable, str(launchers[0]), "minify"], work, max(left, 1.0)
+            )
+        if minified is None:
             return f"no minimal repro within {budget_s:.0f} s", None
         spent = time.monotonic() - started
         repro = work / "repro.py"
@@ -286,25 +277,34 @@ def minify(
         # Its inputs were saved beside it; without that folder they are drawn at random.
         text = re.sub(r"save_dir='[^']*'", "save_dir=None", repro.read_text())
         repro.write_text(text)
-        checkpoints = glob.glob(
-            str(folder / "debug" / "**" / "checkpoints" / "*.py"), recursive=True
-        )
-        nodes = min((int(Path(path).stem) for path in checkpoints if Path(path).stem.isdigit()),
-                    default=None)  # fmt: skip
-        try:
-            with gate(UNTIMED):
-                check = subprocess.run(
-                    [sys.executable, str(repro)],
-                    cwd=work,
-                    timeout=REPRO_CHECK_S,
-                    capture_output=True,
-                    check=False,
-                )
-            fails = "the repro fails as the cell did" if check.returncode else "the repro ran clean"
-        except subprocess.TimeoutExpired:
+        # The minifier's checkpoints are named by their graph's node count.
+        checkpoints = (folder / "debug").glob("**/checkpoints/*.py")
+        nodes = min((int(path.stem) for path in checkpoints if path.stem.isdigit()), default=None)
+        with gate(UNTIMED):
+            check = _run_child([sys.executable, str(repro)], work, REPRO_CHECK_S)
+        if check is None:
             fails = f"the repro did not end within {REPRO_CHECK_S:.0f} s"
+        else:
+            fails = "the repro fails as the cell did" if check.returncode else "the repro ran clean"
         size = f"{nodes} graph nodes" if nodes is not None else "a graph"
         return f"minified to {size} in {spent:.0f} s; {fails}", text[:REPRO_CHARS]
+
+
+def _run_child(argv: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess | None:
+    """``argv`` run to its end in ``cwd``, its output captured; None when it ran past
+    ``timeout_s`` (and was killed)."""
+    try:
+        return subprocess.run(
+            argv,
+            cwd=cwd,
+            timeout=timeout_s,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def merge(original: CellResult, triage: CellResult) -> None:
