@@ -591,3 +591,20 @@ def test_inductor_compiles_into_the_fresh_cache_dir():
     assert result.graph_count == 1 and result.graph_break_count == 0
     assert result.compile_s > 0 and result.speedup is not None
     assert cache_files
+
+
+def test_graph_pools_are_read_from_the_allocator_snapshot():
+    """The memory a CUDA graph replays into is its private pool's free blocks: counted
+    per device, from private pools only (the default pool is (0, 0))."""
+    from runner.measure.subject import graph_pool_bytes
+
+    mb = 1 << 20
+    segments = [
+        {"device": 0, "segment_pool_id": (0, 0), "total_size": 500 * mb, "allocated_size": 0},
+        {"device": 0, "segment_pool_id": (1, 0), "total_size": 40 * mb, "allocated_size": 10 * mb},
+        {"device": 0, "segment_pool_id": (1, 0), "total_size": 20 * mb, "allocated_size": 20 * mb},
+        {"device": 1, "segment_pool_id": (2, 0), "total_size": 99 * mb, "allocated_size": 0},
+    ]
+    assert graph_pool_bytes(segments, torch.device("cuda", 0)) == (60 * mb, 30 * mb)
+    assert graph_pool_bytes(segments, torch.device("cuda", 1)) == (99 * mb, 99 * mb)
+    assert graph_pool_bytes(segments[:1], torch.device("cuda", 0)) == (0, 0)

@@ -129,13 +129,52 @@ class Subject:
         if self.on_cuda:
             torch.cuda.synchronize(self.device)
 
-    def peak_memory_mb(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        """(allocated, reserved) peak of one call of ``fn``, in MB (CUDA only)."""
+    def peak_memory_mb(self, fn: Callable[[], Any]) -> Peak:
+        """The peak of one call of ``fn``, in MB (CUDA only), with what CUDA graph pools
+        hold at its end (see ``Peak``)."""
         release_cached_memory()  # garbage is collected before the hold that calls this
         torch.cuda.reset_peak_memory_stats(self.device)
         fn()
         self.sync()
-        return (
+        pool_reserved, pool_idle = graph_pool_bytes(
+            torch.cuda.memory_snapshot(include_traces=False), self.device
+        )
+        return Peak(
             torch.cuda.max_memory_allocated(self.device) / MB,
             torch.cuda.max_memory_reserved(self.device) / MB,
+            pool_reserved / MB,
+            pool_idle / MB,
         )
+
+
+# The caching allocator's default pool; CUDA graphs allocate in private pools of their own.
+DEFAULT_POOL = (0, 0)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """One call's peak memory, in MB. A CUDA graph replays into memory of its private
+    pool that the allocator counts as free (the graph's activations, reserved for it
+    since capture), so ``allocated`` misses what a replay really uses: ``pool_idle`` is
+    that memory, ``pool_reserved`` all the pools' segments (in ``reserved`` of every call
+    while the graphs live, the eager side's too)."""
+
+    allocated: float
+    reserved: float
+    pool_reserved: float = 0.0
+    pool_idle: float = 0.0
+
+
+def graph_pool_bytes(segments: list[dict[str, Any]], device: torch.device) -> tuple[int, int]:
+    """(reserved, reserved but unallocated) bytes of the private pools on ``device``, from
+    ``torch.cuda.memory_snapshot()``'s segments."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    reserved = idle = 0
+    for segment in segments:
+        if segment.get("device", index) != index:
+            continue
+        if tuple(segment.get("segment_pool_id", DEFAULT_POOL)) == DEFAULT_POOL:
+            continue
+        reserved += segment["total_size"]
+        idle += segment["total_size"] - segment["allocated_size"]
+    return reserved, idle

@@ -310,9 +310,10 @@ class JaxRoute(Backend):
             return
         self.ctx.enter(MEMORY)
         result = self.ctx.result
-        eager_alloc, eager_reserved = sides.subject.peak_memory_mb(sides.eager)
+        eager = sides.subject.peak_memory_mb(sides.eager)
+        eager_alloc = eager.allocated
         result.eager_peak_alloc_mb = eager_alloc
-        result.eager_peak_reserved_mb = eager_reserved
+        result.eager_peak_reserved_mb = eager.reserved
         compiled = sides.compiled
         assert isinstance(compiled, JaxCompiled)
         analysis = compiled.executable.memory_analysis()
