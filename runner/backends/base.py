@@ -181,9 +181,11 @@ class Backend(ABC):
             eager = subject.peak_memory_mb(sides.eager)
             compiled = subject.peak_memory_mb(sides.compiled_run)
         result = self.ctx.result
-        # CUDA graph pools belong to the compiled side: a replay uses its pool's free
-        # blocks (counted here), and the pools sit in eager's reserved memory too
-        # (taken out there). Measured on the H200: docs/PERFORMANCE.md, "CUDA graphs".
+        # CUDA graph pools belong to the compiled side: their blocks free between replays
+        # are the graphs' activations (and what warm-up and other graphs left there),
+        # held for the compiled model and missed by the allocated peak; the pools also
+        # sit in eager's reserved memory (taken out there). docs/PERFORMANCE.md, "CUDA
+        # graphs and peak memory".
         compiled_alloc = compiled.allocated + compiled.pool_idle
         result.eager_peak_alloc_mb = eager.allocated
         result.eager_peak_reserved_mb = max(eager.reserved - eager.pool_reserved, 0.0)
@@ -192,7 +194,8 @@ class Backend(ABC):
         result.memory_ratio = compiled_alloc / eager.allocated if eager.allocated else None
         if compiled.pool_reserved:
             self.ctx.note(
-                f"CUDA graph pools hold {compiled.pool_reserved:.0f} MB; the compiled peak "
-                f"counts the {compiled.pool_idle:.0f} MB of them a replay writes into "
-                f"(allocated alone: {compiled.allocated:.0f} MB)"
+                f"CUDA graph pools hold {compiled.pool_reserved:.0f} MB, "
+                f"{compiled.pool_idle:.0f} MB of it free between replays (the graphs' "
+                f"activations): counted in the compiled peak beside the allocated "
+                f"{compiled.allocated:.0f} MB"
             )

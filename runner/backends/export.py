@@ -26,7 +26,7 @@ import torch
 
 from runner.backends.base import Backend, Compiled
 from runner.backends.registry import base_mode
-from runner.matrix.phases import AOT_COMPILE, COMPILE, EXPORT, RUN_EXPORTED
+from runner.matrix.phases import AOT_COMPILE, COMPILE, EXPORT, LOAD_PACKAGE, RUN_EXPORTED
 from runner.measure.context import CellContext
 from runner.measure.failure import signature
 from runner.measure.subject import Subject
@@ -75,13 +75,14 @@ class AotInductor(Backend):
         started = time.perf_counter()
         exported = export_program(ctx, subject, program, strict=False)
         export_s = time.perf_counter() - started
-        ctx.phase = AOT_COMPILE
+        ctx.enter(AOT_COMPILE)
         folder = Path(tempfile.mkdtemp(prefix="zoo-aoti-"))
         try:
             configs = {"max_autotune": True} if self.config.mode == "max-autotune" else None
             package = torch._inductor.aoti_compile_and_package(
                 exported, package_path=str(folder / PACKAGE), inductor_configs=configs
             )
+            ctx.enter(LOAD_PACKAGE)
             loaded = torch._inductor.aoti_load_package(package)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -102,7 +103,7 @@ def export_program(
     """The program exported with the cell's inputs under its precision (autocast is
     traced into the graph); the graph's size and dynamic dims go into the row. A program
     that does not export is looked at with ``draft_export`` before the error is raised."""
-    ctx.phase = EXPORT
+    ctx.enter(EXPORT)
     dynamic = dynamic_shapes(subject.inputs) if ctx.cell.config.dynamic != "false" else None
     try:
         with subject.autocast():

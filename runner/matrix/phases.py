@@ -27,6 +27,8 @@ COMPILE = "compile"
 EXPORT = "export"
 # AOTInductor's ahead-of-time compile of an exported program into a package.
 AOT_COMPILE = "aot compile"
+# Loading that package (``aoti_load_package``: the shared library, kernels and weights).
+LOAD_PACKAGE = "load package"
 JAX_TRACE = "jax trace"
 XLA_COMPILE = "xla compile"
 COMPILED_RUN = "compiled_run"
@@ -53,6 +55,7 @@ PHASE_STATUS = {
     COMPILE: COMPILE_ERROR,
     EXPORT: COMPILE_ERROR,
     AOT_COMPILE: COMPILE_ERROR,
+    LOAD_PACKAGE: COMPILE_ERROR,
     JAX_TRACE: COMPILE_ERROR,
     XLA_COMPILE: COMPILE_ERROR,
     COMPILED_RUN: COMPILE_ERROR,

@@ -155,9 +155,11 @@ DEFAULT_POOL = (0, 0)
 class Peak:
     """One call's peak memory, in MB. A CUDA graph replays into memory of its private
     pool that the allocator counts as free (the graph's activations, reserved for it
-    since capture), so ``allocated`` misses what a replay really uses: ``pool_idle`` is
-    that memory, ``pool_reserved`` all the pools' segments (in ``reserved`` of every call
-    while the graphs live, the eager side's too)."""
+    since capture), so ``allocated`` misses what a replay uses: ``pool_idle`` is the
+    pools' memory not allocated at the call's end (those activations, and what warm-up
+    or other graphs of the pool left there: all of it held for the compiled model),
+    ``pool_reserved`` all the pools' segments (in ``reserved`` of every call while the
+    graphs live, the eager side's too)."""
 
     allocated: float
     reserved: float
