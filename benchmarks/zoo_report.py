@@ -21,10 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
+from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix.labels import LAUNCH_BOUND_RATIO  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
 TOP = 15
+# The backends a failing cell can be triaged on (runner.backends.registry's ``ladder``).
+LADDER = ", ".join(f"'{name}'" for name, entry in BACKENDS.items() if entry.ladder)
 
 
 def geomean(values: list[float]) -> float | None:
@@ -113,6 +116,33 @@ def main() -> int:
         f"ORDER BY 3 DESC, 4 DESC LIMIT {TOP}"
     ).fetchall():
         print(f"| {break_type.replace('|', '/')[:120]} | {registry_id} | {models} | {breaks} |")
+    print(
+        "\n## Graph-break types in every shipped cell\n\nEvery config, the newest row of "
+        "each cell. Rows recorded before break types were (schema < 4) show their reason "
+        "as their type.\n\n| type | registry id | models | cells | breaks |\n"
+        "| --- | --- | --- | --- | --- |"
+    )
+    for break_type, registry_id, models, cells, breaks in con.execute(
+        "SELECT coalesce(g.break_type, g.reason), coalesce(g.registry_id, 'unregistered'), "
+        "count(DISTINCT r.model_id), count(DISTINCT r.cell_key), sum(g.count) "
+        "FROM latest_results r JOIN graph_breaks g USING (result_id) GROUP BY 1, 2 "
+        f"ORDER BY 3 DESC, 5 DESC LIMIT {TOP}"
+    ).fetchall():
+        shown = break_type.replace("|", "/")[:120]
+        print(f"| {shown} | {registry_id} | {models} | {cells} | {breaks} |")
+    print(
+        "\n## Triage of failing cells\n\nCells of a torch.compile backend that failed "
+        "(`compile_error`, `fail_accuracy`, `crash`), every config, the newest row of each, "
+        "by the first rung of the backend ladder that failed (`zoo-run --triage ladder`)."
+        "\n\n| rung | cells | models |\n| --- | --- | --- |"
+    )
+    for rung, cells, models in con.execute(
+        "SELECT coalesce(triage_rung, 'not triaged'), count(*), "
+        "string_agg(DISTINCT model_id, ', ' ORDER BY model_id) FROM latest_results "
+        "WHERE status IN ('compile_error', 'fail_accuracy', 'crash') "
+        f"AND backend IN ({LADDER}) GROUP BY 1 ORDER BY 2 DESC"
+    ).fetchall():
+        print(f"| {rung} | {cells} | {models} |")
     return 0
 
 
