@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import itertools
 import json
@@ -288,17 +289,7 @@ def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, lock_wait, says
 
 
 def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
-    spec = select(None, [f"{FIXTURES / 'toy_models.py'}:TinyMLP"])[0]
-    cell = Cell(
-        spec=spec,
-        config=CellConfig("eager", "none", "false", "fp32"),
-        size="full",
-        batch_size=None,
-        seq_len=None,
-        device="cpu",
-        env_id="test",
-        timeout_s=12.0,
-    )
+    cell = _eager_cpu_cell("toy_models.py:TinyMLP", timeout_s=12.0)
     phases = []
     results = []
     # Another process holds the host's timing lock for 20 s, longer than the cell's 12 s
@@ -626,3 +617,40 @@ def test_a_stopped_worker_dies_with_its_parent(tmp_path):
         parent.kill()
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker_pid, signal.SIGKILL)
+
+
+def test_no_cell_starts_that_would_end_after_the_deadline(tmp_path):
+    """With a deadline at 1.5 times what one cell takes, the first cell ends before it
+    and a second would end after it: the second never starts. (Starting cells until the
+    deadline itself would start it.)"""
+    cell = _eager_cpu_cell("misbehaving.py:SlowToBuild")
+    cells = [dataclasses.replace(cell, batch_size=size) for size in (2, 3, 4)]
+    locks = tmp_path / "locks"
+    (tmp_path / "first").mkdir()
+    (tmp_path / "boxed").mkdir()
+    # What one cell takes the executor here: a worker started, the cell built and run.
+    reference = []
+    started = time.monotonic()
+    Executor(tmp_path / "first", workers=1, lock_dir=locks).run([cell], reference.append)
+    one_cell_s = time.monotonic() - started
+    assert reference[0].status == "pass"
+    results = []
+    executor = Executor(tmp_path / "boxed", workers=1, lock_dir=locks)
+    started = time.monotonic()
+    executor.run(cells, on_result=results.append, deadline=started + 1.5 * one_cell_s)
+    assert [result.status for result in results] == ["pass"], one_cell_s
+
+
+def _eager_cpu_cell(fixture: str, **fields) -> Cell:
+    """An eager fp32 cpu cell of a fixture module (``FILE:CLASS`` under tests/fixtures)."""
+    spec = select(None, [str(FIXTURES / fixture)])[0]
+    return Cell(
+        spec=spec,
+        config=CellConfig("eager", "none", "false", "fp32"),
+        size="full",
+        batch_size=None,
+        seq_len=None,
+        device="cpu",
+        env_id="test",
+        **fields,
+    )

@@ -289,8 +289,10 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         default=None,
         metavar="SECONDS",
-        help="start no cell after this long (the cells under way finish); the same command "
-        "later resumes with the cells left: sweeps in chunks of a fixed length",
+        help="start no cell that would likely end after this long, judged by the median "
+        "time of the cells this run finished (the cells under way finish): the run ends "
+        "near the limit, for jobs with a hard one; the same command later resumes with "
+        "the cells left: sweeps in chunks of a fixed length",
     )
     cluster = parser.add_argument_group("executor")
     cluster.add_argument(

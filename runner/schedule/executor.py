@@ -14,6 +14,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -278,6 +279,7 @@ class Executor:
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
         self._cell_s = 0.0
+        self._walls: list[float] = []
         self._lock_wait_s = 0.0
         # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
         self.usage: usage.Usage | None = None
@@ -344,7 +346,11 @@ class Executor:
         triage: str | None = None,
     ) -> None:
         """Run every cell; ``on_result`` gets each result as soon as it exists. No cell
-        starts after ``deadline`` (``time.monotonic()``); those left get no result.
+        starts that would likely end after ``deadline`` (``time.monotonic()``): once now
+        plus the median wall time of the cells this run finished passes it, no more start
+        (before the first finishes, cells start until the deadline itself), so a run in a
+        job with a hard time limit ends near its deadline with its cells finished rather
+        than killed mid-compile. Those left get no result.
         ``retry(cell, result)`` may give a cell to run again instead of reporting the
         result (a smaller batch after running out of memory): it runs next, in a fresh
         worker, deadline or not, and the result reported in the end says in its notes
@@ -368,6 +374,7 @@ class Executor:
         past_deadline = False
         meter = usage.CpuMeter()
         self._cell_s = self._lock_wait_s = 0.0
+        self._walls = []
         self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
         # Only the main thread may set a signal handler (a cluster node runs this in one
@@ -378,8 +385,7 @@ class Executor:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
-                if deadline is not None and time.monotonic() >= deadline:
-                    past_deadline = True
+                past_deadline = past_deadline or self._closed(deadline)
                 busy = any(w is not None and w.running for w in slots)
                 if not (again or busy) and (past_deadline or feed.exhausted()):
                     break
@@ -417,6 +423,8 @@ class Executor:
                                 _with_attempts(result, earlier.pop(cell.key, []))
                                 on_result(result)
                     if worker is None or not worker.running:
+                        # Asked again here: a cell that just finished moves the median.
+                        past_deadline = past_deadline or self._closed(deadline)
                         if again:
                             cell = again.popleft()
                         elif past_deadline or (cell := feed.take()) is None:
@@ -462,7 +470,16 @@ class Executor:
         assert running is not None
         now = time.monotonic()
         self._cell_s += now - running.submitted
+        self._walls.append(now - running.submitted)
         self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
+
+    def _closed(self, deadline: float | None) -> bool:
+        """Whether a cell started now would likely end after ``deadline``: now plus the
+        median wall time of the cells finished so far in this run (0 before the first)."""
+        if deadline is None:
+            return False
+        expected = statistics.median(self._walls) if self._walls else 0.0
+        return time.monotonic() + expected >= deadline
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running
