@@ -8,7 +8,7 @@ store already holds.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from runner.backends import registry as backends
@@ -176,19 +176,28 @@ def shard(plan: Plan, index: int, count: int) -> Plan:
     return Plan(cells=mine, dropped=plan.dropped, skipped=plan.skipped)
 
 
-def skip_recorded(plan: Plan, recorded: dict[str, str], *, force: bool, retry_failed: bool) -> Plan:
+def skip_recorded(
+    plan: Plan,
+    recorded: dict[str, str],
+    *,
+    force: bool,
+    retry_failed: bool,
+    untriaged: Collection[str] = (),
+) -> Plan:
     """Drop cells the store already holds (resume).
 
     ``recorded`` maps cell key to the status of its latest row. Cells whose process
     died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
-    reruns everything.
+    reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
+    triage reruns (and so triages), those of the backends the ladder can triage.
     """
     if force:
         return plan
     todo, skipped = [], list(plan.skipped)
     for cell in plan.cells:
         status = recorded.get(cell.key)
-        if status is None or (retry_failed and status in RETRY_STATUSES):
+        triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
+        if status is None or triage or (retry_failed and status in RETRY_STATUSES):
             todo.append(cell)
         else:
             skipped.append(cell)

@@ -39,7 +39,12 @@ from runner.cell import measure_cell
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import UNTIMED
-from runner.matrix.results import COMPILE_ERROR, CRASH, FAIL_ACCURACY, PASS, CellResult
+from runner.matrix.results import (
+    FAIL_ACCURACY,
+    PASS,
+    TRIAGED_STATUSES,
+    CellResult,
+)
 from runner.measure.context import Gate, no_gate
 from runner.measure.host import SCRATCH_DIR_ENV
 
@@ -50,7 +55,7 @@ RUNG_STAGE = {
     "aot_eager_decomp_partition": "fails in decompositions/partitioning",
 }
 # Statuses a compiler can be blamed for: triage climbs the ladder for these.
-TRIAGED = (COMPILE_ERROR, FAIL_ACCURACY, CRASH)
+TRIAGED = TRIAGED_STATUSES
 NOT_AGAIN = "did not fail again"
 # Cell.extra's entry that makes a worker triage the cell instead of measuring it; its
 # value is the triage mode.

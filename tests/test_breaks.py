@@ -127,6 +127,25 @@ def test_a_dynamo_failure_is_triaged_to_dynamo_in_a_sweep(tmp_path):
     assert "fake" in row["triage_detail"].lower()
 
 
+def test_asking_for_triage_triages_the_failures_recorded_without_it(tmp_path, capsys):
+    """A sweep's earlier failing cells get their verdict from the same command with
+    --triage; a cell with a verdict, and one that passed, are not run again."""
+    db = tmp_path / "zoo.duckdb"
+    failing = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    base = ["--device", "cpu", "--db", str(db)]
+    assert zoo_run([*failing, *base]) == 0
+    assert [row["triage_rung"] for row in rows(db)] == [None]
+    capsys.readouterr()
+    assert zoo_run([*failing, *base, "--triage", "ladder"]) == 0
+    assert (
+        "rerunning 1 recorded failing cell(s) without a triage verdict" in capsys.readouterr().err
+    )
+    latest = rows(db, "SELECT * FROM results ORDER BY recorded_at DESC")
+    assert [row["triage_rung"] for row in latest] == ["fails in dynamo", None]
+    assert zoo_run([*failing, *base, "--triage", "ladder"]) == 0
+    assert len(rows(db)) == 2  # triaged: skipped as recorded
+
+
 @pytest.mark.inductor
 def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
     """Inductor's own testing switch makes its CPU relu wrong: the ladder's three rungs

@@ -290,6 +290,20 @@ def test_latest_by_key_picks_the_latest_row(store):
     assert store.latest_by_key([]) == {}
 
 
+def test_untriaged_are_latest_failures_without_a_verdict(store):
+    run_id = start(store)
+    judged = make_result("b", "compile_error")
+    judged.triage_rung = "fails in dynamo"
+    cut = make_result("c", "crash")
+    cut.triage_rung = "triage interrupted"
+    store.write_results(run_id, [make_result("a", "fail_accuracy"), judged, cut])
+    store.write_results(run_id, [make_result("d", "compile_error"), make_result("d", "pass")])
+    store.write_results(run_id, [make_result("e", "timeout")])
+    statuses = ("compile_error", "fail_accuracy", "crash")
+    assert store.untriaged(["a", "b", "c", "d", "e", "f"], statuses) == {"a", "c"}
+    assert store.untriaged([], statuses) == set()
+
+
 def test_environments_are_deduplicated(store, db):
     store.record_environment(ENV)
     store.record_environment(ENV)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from runner.backends import registry as backends
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
+from runner.matrix.results import TRIAGED_STATUSES
 from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded, smaller_batch
 from runner.steps import registry as steps
 from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
@@ -272,7 +273,9 @@ def build_parser() -> argparse.ArgumentParser:
         "cells only; the cell's status stays); bisect: also, where that rung is inductor, "
         "Inductor's compiler bisector names the subsystem (up to 10 minutes a cell); "
         "minify: instead, dynamo's minifier shrinks the failing graph to a repro script kept "
-        "with the cell (up to 15 minutes a cell)",
+        "with the cell (up to 15 minutes a cell). Recorded failing cells without a triage "
+        "verdict are rerun to be triaged: the same command triages a sweep's earlier "
+        "failures",
     )
     run.add_argument(
         "--trace",
@@ -470,8 +473,23 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     for line in plan.dropped:
         console.print(line)
     if store is not None:
-        recorded = store.latest_by_key([cell.key for cell in plan.cells])
-        plan = skip_recorded(plan, recorded, force=args.force, retry_failed=args.retry_failed)
+        keys = [cell.key for cell in plan.cells]
+        recorded = store.latest_by_key(keys)
+        # Asking for triage triages the recorded failures that have none yet.
+        untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
+        plan = skip_recorded(
+            plan,
+            recorded,
+            force=args.force,
+            retry_failed=args.retry_failed,
+            untriaged=untriaged,
+        )
+        rerun = sum(cell.key in untriaged for cell in plan.cells)
+        if rerun and not args.force:
+            console.print(
+                f"rerunning {rerun} recorded failing cell(s) without a triage verdict, to "
+                f"triage them (--triage {args.triage})"
+            )
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "

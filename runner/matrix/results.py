@@ -33,6 +33,10 @@ STATUSES = (
 # Statuses rerun only with --retry-failed: the process died or ran out of room,
 # which may say more about the machine at the time than about the model.
 RETRY_STATUSES = (CRASH, TIMEOUT, OOM)
+# Statuses a torch.compile cell is triaged for (runner.triage): it failed under the compiler.
+TRIAGED_STATUSES = (COMPILE_ERROR, FAIL_ACCURACY, CRASH)
+# The triage_rung of a failing cell whose triage job the run's end cut off.
+TRIAGE_INTERRUPTED = "triage interrupted"
 
 
 @dataclass

@@ -29,7 +29,14 @@ from runner.backends.registry import XLA_PROCESS, process_kind
 from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
 from runner.matrix.phases import STARTING, TIMING, WAITING
-from runner.matrix.results import CRASH, FAIL_ACCURACY, PASS, TIMEOUT, CellResult
+from runner.matrix.results import (
+    CRASH,
+    FAIL_ACCURACY,
+    PASS,
+    TIMEOUT,
+    TRIAGE_INTERRUPTED,
+    CellResult,
+)
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
@@ -451,7 +458,7 @@ class Executor:
             slots = []
             # Finished cells whose triage was under way are recorded, untriaged.
             for result in held.values():
-                result.triage_rung = "triage interrupted"
+                result.triage_rung = TRIAGE_INTERRUPTED
                 on_result(result)
             raise interruption(stop) from None
         finally:

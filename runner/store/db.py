@@ -22,7 +22,7 @@ import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
-from runner.matrix.results import STATUSES, CellResult
+from runner.matrix.results import STATUSES, TRIAGE_INTERRUPTED, CellResult
 from runner.store.schema import (
     BREAK_COLUMNS,
     BREAK_TYPES,
@@ -353,6 +353,24 @@ class Store:
                 [list(cell_keys)],
             ).fetchall()
         return dict(rows)
+
+    def untriaged(self, cell_keys: list[str], statuses: tuple[str, ...]) -> set[str]:
+        """The keys whose latest row has one of ``statuses`` and no triage verdict (none
+        was asked for, or the run's end cut its triage job off)."""
+        if not cell_keys:
+            return set()
+        with self.connection(read_only=True) as con:
+            rows = con.execute(
+                "SELECT cell_key, status, triage_rung FROM results "
+                "WHERE cell_key IN (SELECT unnest(?::VARCHAR[])) "
+                f"QUALIFY {latest_row()}",
+                [list(cell_keys)],
+            ).fetchall()
+        return {
+            key
+            for key, status, rung in rows
+            if status in statuses and rung in (None, TRIAGE_INTERRUPTED)
+        }
 
     def results_for_run(self, run_id: str) -> list[dict[str, Any]]:
         with self.connection(read_only=True) as con:
