@@ -146,6 +146,16 @@ def test_asking_for_triage_triages_the_failures_recorded_without_it(tmp_path, ca
     assert len(rows(db)) == 2  # triaged: skipped as recorded
 
 
+def test_a_triage_job_past_the_time_limit_is_left_for_the_next_run(tmp_path):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    args += ["--device", "cpu", "--triage", "ladder", "--db", str(db)]
+    # The cell starts at once and takes longer than the limit; its triage job would not.
+    assert zoo_run([*args, "--time-limit", "2"]) == 0
+    (row,) = rows(db)
+    assert (row["status"], row["triage_rung"]) == ("compile_error", "triage interrupted")
+
+
 @pytest.mark.inductor
 def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
     """Inductor's own testing switch makes its CPU relu wrong: the ladder's three rungs

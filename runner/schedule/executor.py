@@ -363,7 +363,8 @@ class Executor:
         worker, deadline or not, and the result reported in the end says in its notes
         what the earlier attempts ended as. ``triage`` (a mode of ``runner.triage``): a
         torch.compile cell that failed is reported only after a triage job of it ran in a
-        fresh worker, with the job's verdict in its row.
+        fresh worker, with the job's verdict in its row; a job that would start past the
+        deadline does not, and its cell is reported with ``triage interrupted``.
 
         ``cells`` may be a ``CellFeed``: the run then lasts until the feed is exhausted and
         every cell taken from it is done.
@@ -432,6 +433,13 @@ class Executor:
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
                         past_deadline = past_deadline or self._closed(deadline)
+                        if again and past_deadline and again[0].extra.get(TRIAGE):
+                            # A triage job would end after the deadline: its cell is
+                            # recorded without a verdict (the next --triage run gives one).
+                            original = held.pop(again.popleft().key)
+                            original.triage_rung = TRIAGE_INTERRUPTED
+                            on_result(original)
+                            continue
                         if again:
                             cell = again.popleft()
                         elif past_deadline or (cell := feed.take()) is None:
