@@ -608,3 +608,14 @@ def test_graph_pools_are_read_from_the_allocator_snapshot():
     assert graph_pool_bytes(segments, torch.device("cuda", 0)) == (60 * mb, 30 * mb)
     assert graph_pool_bytes(segments, torch.device("cuda", 1)) == (99 * mb, 99 * mb)
     assert graph_pool_bytes(segments[:1], torch.device("cuda", 0)) == (0, 0)
+
+
+def test_the_registry_says_which_configs_replay_cuda_graphs():
+    from runner.backends.registry import replays_cuda_graphs
+
+    assert replays_cuda_graphs("inductor", "reduce-overhead")
+    assert replays_cuda_graphs("inductor", "max-autotune+freezing")
+    assert replays_cuda_graphs("cudagraphs", "none")
+    assert not replays_cuda_graphs("inductor", "max-autotune-no-cudagraphs")
+    assert not replays_cuda_graphs("inductor", "default")
+    assert not replays_cuda_graphs("aot_inductor", "max-autotune")

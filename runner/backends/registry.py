@@ -69,6 +69,9 @@ class BackendEntry:
     # Why a listed backend without an implementation does not run; ``{version}`` is the
     # installed version of the distribution of its name.
     not_built: str | None = None
+    # The modes whose compiled code replays CUDA graphs on CUDA (ANY_MODE: every cell):
+    # their activations live in the graphs' private memory pool (runner.measure.subject).
+    cuda_graphs: tuple[str, ...] = ()
 
     def modes_for(self, asked: tuple[str, ...] | None) -> tuple[str, ...]:
         """The modes of its cells for the modes asked for (None: its default)."""
@@ -133,6 +136,7 @@ BACKENDS: dict[str, BackendEntry] = {
             mode_options=INDUCTOR_OPTIONS,
             steps=_TRAINS,
             ladder=True,
+            cuda_graphs=("reduce-overhead", "max-autotune"),
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -161,6 +165,7 @@ BACKENDS: dict[str, BackendEntry] = {
             TORCH_PROCESS,
             _TORCH_COMPILE,
             cannot_run_on={"cpu": "backend cudagraphs needs CUDA (device is cpu)"},
+            cuda_graphs=(ANY_MODE,),
             steps=_TRAINS,
             estimate=_OTHER,
             ladder=True,
@@ -260,6 +265,12 @@ def base_mode(mode: str) -> str:
 def mode_options(mode: str) -> tuple[str, ...]:
     """The options a mode carries: ``default+freezing`` -> ("freezing",)."""
     return tuple(mode.split(MODE_OPTION)[1:])
+
+
+def replays_cuda_graphs(backend: str, mode: str) -> bool:
+    """Whether a cell of ``backend`` and ``mode`` replays CUDA graphs (on CUDA)."""
+    graphs = get(backend).cuda_graphs
+    return ANY_MODE in graphs or base_mode(mode) in graphs
 
 
 def names() -> tuple[str, ...]:
