@@ -145,8 +145,14 @@ def matrix_shape(db: Database, filters: Filters) -> MatrixShape:
     )
 
 
+# Models a page of the matrix shows.
+MATRIX_ROWS = 50
+
+
 @_cached
-def matrix_cells(db: Database, filters: Filters, page: int, per_page: int) -> pd.DataFrame:
+def matrix_cells(
+    db: Database, filters: Filters, page: int, per_page: int = MATRIX_ROWS
+) -> pd.DataFrame:
     params = {**filters.params(), "limit": per_page, "offset": (page - 1) * per_page}
     return db.query(queries.MATRIX_CELLS, params)
 

@@ -16,7 +16,6 @@ from dashboard.status import NOT_RUN, category
 from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
-PER_PAGE = 50
 STATUS_MEANING = {
     "pass": "eager and compiled ran and the compiled output passed the accuracy rule",
     "fail_accuracy": "compiled ran, but its output failed the accuracy rule (timings kept)",
@@ -89,7 +88,7 @@ if rows_by == "families":
         config={"displayModeBar": False},
     )
 else:
-    pages = max(1, math.ceil(shape.models / PER_PAGE))
+    pages = max(1, math.ceil(shape.models / reads.MATRIX_ROWS))
     # A new filter starts again at the first page; the page number lives in the URL.
     if st.session_state.get("_matrix_filters") != chosen:
         st.session_state["_matrix_filters"] = chosen
@@ -102,9 +101,9 @@ else:
             else 1
         )
     page = min(page, pages)
-    cells = reads.matrix_cells(db, chosen, page, PER_PAGE)
+    cells = reads.matrix_cells(db, chosen, page)
     models = list(dict.fromkeys(cells["row_id"]))
-    first = (page - 1) * PER_PAGE + 1
+    first = (page - 1) * reads.MATRIX_ROWS + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
         f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
