@@ -110,7 +110,7 @@ def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path
 
         cell = page.locator(TILE).first
         tooltip = cell.get_attribute("title")
-        assert "timm/vit_tiny_patch16_224" in tooltip and "status: compile_error" in tooltip
+        assert "timm/vit_tiny_patch16_224" in tooltip and "\ncompile_error" in tooltip
         cell.click()
         page.wait_for_url("**/detail?**")
         page.get_by_text("LoweringException: boom in aten.fancy_op", exact=False).first.wait_for()

@@ -53,7 +53,7 @@ if not shape.models:
     st.stop()
 
 # No format_func on bound widgets: the URL carries the formatted option.
-left, middle, right = st.columns([1, 1, 2], vertical_alignment="bottom")
+left, middle, right, download = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
 with left:
     color_by = st.segmented_control(
         "Colour by",
@@ -69,6 +69,17 @@ with middle:
     st.session_state.setdefault("rows", "models")
     rows_by = st.segmented_control(
         "Rows", ["models", "families"], required=True, key="rows", bind="query-params"
+    )
+# Drawn before the matrix: the browser shows nothing new before it has the code of every
+# kind of element on the page, and holds what it has for 0.5 s after the last that made
+# it wait (React's fallback throttle), so an element of a new kind below the matrix kept
+# the matrix from showing (docs/PERFORMANCE.md, "Dashboard").
+with download:
+    reads.download_csv(
+        "Download CSV",
+        lambda: reads.chosen_cells(db, chosen),
+        "cells",
+        help=f"Every cell under the current filters ({plain(chosen.describe())}), all pages",
     )
 
 if rows_by == "families":
@@ -118,12 +129,6 @@ else:
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
-reads.download_csv(
-    "Download these cells (CSV)",
-    lambda: reads.chosen_cells(db, chosen),
-    "cells",
-    help=f"Every cell under the current filters ({plain(chosen.describe())}), all pages",
-)
 with st.expander("What the statuses mean"):
     st.markdown(
         "| category | status | meaning |\n| --- | --- | --- |\n"
