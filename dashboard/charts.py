@@ -534,15 +534,14 @@ def speedup_histogram(points: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
-    """Speedup against compile time, one colour per backend (log compile-time axis)."""
-    if points.empty or points["compile_s"].isna().all():
-        return _empty("No passing cells with a compile time.")
+def _speedups_by_backend(points: pd.DataFrame, x: str, x_hover: str) -> go.Figure:
+    """The passing cells' speedups (y) against their column ``x``, a trace (a colour) a
+    backend; the hover names the model and config, then ``x_hover``."""
     fig = go.Figure()
     for backend, group in points.groupby("backend", sort=True):
         fig.add_trace(
             go.Scattergl(
-                x=group["compile_s"],
+                x=group[x],
                 y=group["speedup"],
                 mode="markers",
                 name=_label(backend),
@@ -550,17 +549,22 @@ def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
                 customdata=group[["model_id", "config"]].map(_label).to_numpy(),
                 hovertemplate=(
                     "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"
-                    "<br>compile %{x:.1f} s<extra></extra>"
+                    f"<br>{x_hover}<extra></extra>"
                 ),
             )
         )
+    fig.update_layout(height=420, margin=dict(t=30), legend_title_text="backend")
+    return fig
+
+
+def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
+    """Speedup against compile time, one colour per backend (log compile-time axis)."""
+    if points.empty or points["compile_s"].isna().all():
+        return _empty("No passing cells with a compile time.")
+    fig = _speedups_by_backend(points, "compile_s", "compile %{x:.1f} s")
     fig.add_hline(y=1, line=dict(color="#616161", dash="dash"))
     fig.update_layout(
-        xaxis=dict(type="log", title="compile time (s, log scale)"),
-        yaxis_title="speedup",
-        height=420,
-        margin=dict(t=30),
-        legend_title_text="backend",
+        xaxis=dict(type="log", title="compile time (s, log scale)"), yaxis_title="speedup"
     )
     return fig
 
@@ -667,4 +671,253 @@ def config_scatter(shared: pd.DataFrame, a: str, b: str) -> go.Figure:
         height=480,
         margin=dict(t=30),
     )
+    return fig
+
+
+# -- Summary: a config a row (pass rates, distributions) and sweeps over time --
+
+
+def series_label(config: str, variant: str | None = None) -> str:
+    """A config's name, with its device and size where the data holds several."""
+    return f"{config} · {variant}" if isinstance(variant, str) and variant else config
+
+
+def _series(frame: pd.DataFrame) -> list[str]:
+    """Each row's config (and variant) as plotly category text: escaped, so that the
+    axis and the hover show it as it is (plotly reads tags in category names)."""
+    variants = frame["variant"] if "variant" in frame else [None] * len(frame)
+    return [
+        _label(series_label(config, variant))
+        for config, variant in zip(frame["config"], variants, strict=True)
+    ]
+
+
+PANEL_ROW_PX = 28
+# A colour a config in the sweeps chart, the same in both its panels.
+TREND_COLORS = (
+    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d",
+    "#ff9da6", "#bab0ac",
+)  # fmt: skip
+# Ticks of log axes, a few a decade: plotly's own label 2 and 5 of every decade.
+SPEEDUP_AXIS_TICKS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 16)
+COMPILE_AXIS_TICKS = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000)
+MEMORY_AXIS_TICKS = (0.1, 0.25, 0.5, 1, 2, 4, 8)
+
+
+def _log_ticks(frame: pd.DataFrame, name: str, ticks, fmt: str) -> dict:
+    """``tickvals``/``ticktext`` of ``ticks`` within the range of ``{name}_min`` to
+    ``{name}_max`` (one below and one above, so the data lies between two)."""
+    if frame.empty:
+        return {}
+    low, high = float(frame[f"{name}_min"].min()), float(frame[f"{name}_max"].max())
+    return _ticks_between(low, high, ticks, fmt)
+
+
+def _ticks_between(low: float, high: float, ticks, fmt: str) -> dict:
+    below = [t for t in ticks if t <= low][-1:]
+    above = [t for t in ticks if t >= high][:1]
+    shown = below + [t for t in ticks if low < t < high] + above
+    return dict(tickvals=shown, ticktext=[fmt.format(t) for t in shown])
+
+
+def config_panels(rates: pd.DataFrame, spread: pd.DataFrame) -> go.Figure:
+    """A row a config, three panels beside its name: its pass rate as a bar (over its
+    attempted cells, the unsupported and not-run named beside it; no bar where nothing
+    was attempted), and boxes of its passing cells' speedups and compile times on log
+    axes (the box from the first to the third quartile, the line at the median, the
+    whiskers to the smallest and the largest).
+
+    ``rates`` has config (and variant), passed, attempted, unsupported and not_run in
+    the order to draw; ``spread`` the same configs' quartiles (``speedup_q1``, ...,
+    ``compile_max``, ``*_n`` the cells they are over: ``queries.DISTRIBUTIONS``).
+    """
+    from plotly.subplots import make_subplots
+
+    if rates.empty:
+        return _empty("No cells.")
+    rows = _series(rates)
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        shared_yaxes=True,
+        horizontal_spacing=0.05,
+        column_widths=[0.36, 0.32, 0.32],
+        subplot_titles=(
+            "pass rate (of the attempted cells)",
+            "speedup, passing cells (log)",
+            "compile time, s (log)",
+        ),
+    )
+    rate = [categories.pass_rate(int(row.passed), int(row.attempted)) for row in rows_of(rates)]
+    fig.add_trace(
+        go.Bar(
+            y=rows,
+            x=[0 if r is None else r for r in rate],
+            orientation="h",
+            text=[
+                categories.pass_rate_text(
+                    int(row.passed), int(row.attempted), int(row.unsupported), int(row.not_run)
+                )
+                for row in rows_of(rates)
+            ],
+            # Inside a long bar, beside a short one (or none: nothing attempted).
+            textposition=["inside" if r is not None and r >= 0.5 else "outside" for r in rate],
+            insidetextanchor="start",
+            cliponaxis=False,
+            marker=dict(
+                color=[math.nan if r is None else r for r in rate],
+                colorscale=PASS_RATE_SCALE,
+                cmin=0,
+                cmax=1,
+            ),
+            hovertemplate="%{y}<br>pass rate %{text}<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    for col, name, ticks, fmt in (
+        (2, "speedup", SPEEDUP_AXIS_TICKS, "{:g}x"),
+        (3, "compile", COMPILE_AXIS_TICKS, "{:g}"),
+    ):
+        timed = spread[spread[f"{name}_n"] > 0]
+        fig.add_trace(
+            go.Box(
+                y=_series(timed),
+                q1=timed[f"{name}_q1"],
+                median=timed[f"{name}_median"],
+                q3=timed[f"{name}_q3"],
+                lowerfence=timed[f"{name}_min"],
+                upperfence=timed[f"{name}_max"],
+                orientation="h",
+                marker_color="#4c78a8",
+                boxpoints=False,
+                name=name,
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(type="log", **_log_ticks(timed, name, ticks, fmt), row=1, col=col)
+    fig.add_vline(x=1, line=dict(color="#616161", dash="dash"), row=1, col=2)
+    fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=rows,
+        autorange="reversed",
+        automargin=True,
+    )
+    fig.update_layout(height=120 + PANEL_ROW_PX * len(rows), margin=dict(t=40, b=30))
+    return fig
+
+
+def _with_one(values: pd.Series) -> tuple[float, float]:
+    """The smallest and largest of ``values`` and 1 (the line a log axis is read by)."""
+    return min(float(values.min()), 1.0), max(float(values.max()), 1.0)
+
+
+def _log_range(values: pd.Series) -> list[float]:
+    """A log axis's range (log10) over ``values`` and 1, with a margin."""
+    low, high = _with_one(values)
+    return [math.log10(low) - 0.08, math.log10(high) + 0.08]
+
+
+def speedup_vs_memory(points: pd.DataFrame) -> go.Figure:
+    """Speedup against memory ratio (compiled over eager peak), one colour per backend,
+    log axes, lines at 1 on each: above the horizontal line faster, left of the vertical
+    one less memory."""
+    points = points[points["memory_ratio"] > 0]
+    if points.empty:
+        return _empty("No passing cells with a memory ratio.")
+    fig = _speedups_by_backend(points, "memory_ratio", "memory ratio %{x:.2f}")
+    for add in (fig.add_hline, fig.add_vline):
+        add(1, line=dict(color="#616161", dash="dash"))
+    for x, y, anchor, text in (
+        (0.01, 0.99, "left", "faster, less memory"),
+        (0.99, 0.01, "right", "slower, more memory"),
+    ):
+        fig.add_annotation(
+            x=x, y=y, xref="paper", yref="paper", xanchor=anchor, showarrow=False, text=text,
+            font=dict(color="#616161"),
+        )  # fmt: skip
+    fig.update_layout(
+        xaxis=dict(
+            type="log",
+            range=_log_range(points["memory_ratio"]),
+            title="memory ratio (compiled / eager peak allocated, log scale)",
+            **_ticks_between(*_with_one(points["memory_ratio"]), MEMORY_AXIS_TICKS, "{:g}"),
+        ),
+        yaxis=dict(
+            type="log",
+            range=_log_range(points["speedup"]),
+            title="speedup (log scale)",
+            **_ticks_between(*_with_one(points["speedup"]), SPEEDUP_AXIS_TICKS, "{:g}x"),
+        ),
+    )
+    return fig
+
+
+def sweep_trends(trends: pd.DataFrame) -> go.Figure:
+    """Pass rate (top) and geomean speedup (bottom) of each config in each sweep that
+    recorded it, a line a config through its sweeps, the sweeps in the order they began;
+    a marker's size grows with the sweep's models, and the hover says how many (a sweep
+    of other models moves a line too)."""
+    from plotly.subplots import make_subplots
+
+    if trends.empty:
+        return _empty("No config was recorded by more than one sweep.")
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        row_heights=[0.4, 0.6],
+        subplot_titles=("pass rate (of the attempted cells)", "geomean speedup (passing cells)"),
+    )
+    trends = trends.assign(series=_series(trends), x=trends["sweep"].map(_label))
+    sweeps = list(dict.fromkeys(trends.sort_values("first_recorded", kind="stable")["x"]))
+    colors = itertools.cycle(TREND_COLORS)
+    for series, group in trends.groupby("series", sort=False):
+        color = next(colors)
+        rates = [
+            categories.pass_rate(int(row.passed), int(row.attempted)) for row in rows_of(group)
+        ]
+        custom = [
+            [
+                f"{row.models:,}",
+                categories.pass_rate_text(int(row.passed), int(row.attempted)),
+                _text(row.geomean_speedup, "{:.2f}x"),
+                f"{row.first_recorded:%Y-%m-%d %H:%M}",
+            ]
+            for row in rows_of(group)
+        ]
+        hover = (
+            f"<b>{series}</b><br>sweep %{{x}}, from %{{customdata[3]}} "
+            "(%{customdata[0]} models)<br>pass rate %{customdata[1]}"
+            "<br>geomean speedup %{customdata[2]}<extra></extra>"
+        )
+        sizes = [min(18.0, 5 + 1.2 * math.sqrt(models)) for models in group["models"]]
+        for row, values in ((1, rates), (2, group["geomean_speedup"])):
+            fig.add_trace(
+                go.Scatter(
+                    x=group["x"],
+                    y=[math.nan if v is None else v for v in values],
+                    mode="lines+markers",
+                    name=series,
+                    legendgroup=series,
+                    showlegend=row == 1,
+                    line=dict(color=color),
+                    marker=dict(color=color, size=sizes),
+                    customdata=custom,
+                    hovertemplate=hover,
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=sweeps)
+    fig.update_xaxes(tickangle=-30, automargin=True, row=2, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="speedup", row=2, col=1)
+    fig.update_layout(height=640, margin=dict(t=40), legend=dict(orientation="h", y=-0.3, x=0))
     return fig

@@ -108,7 +108,7 @@ PREPARE = (
 # lists of accepted values (empty: any) and a case-insensitive search text. With runs
 # chosen, the newest row of each matrix cell among those runs counts; the status filter
 # applies to that row.
-_CHOSEN = """
+_PARAMS = """
     params AS (
         SELECT
             $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
@@ -119,10 +119,42 @@ _CHOSEN = """
             $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
             $timing::VARCHAR[] AS timing,
             lower($search::VARCHAR) AS search
-    ),
+    )
+"""
+
+
+def _matches(alias: str) -> str:
+    """Whether row ``alias`` passes every filter but the run's (and params ``p``)."""
+    return f"""
+        (len(p.suite) = 0 OR list_contains(p.suite, {alias}.suite))
+            AND (len(p.family) = 0 OR list_contains(p.family, {alias}.family))
+            AND (len(p.status) = 0 OR list_contains(p.status, {alias}.status))
+            AND (len(p.backend) = 0 OR list_contains(p.backend, {alias}.backend))
+            AND (len(p.mode) = 0 OR list_contains(p.mode, {alias}.mode))
+            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, {alias}.dynamic))
+            AND (len(p.precision) = 0 OR list_contains(p.precision, {alias}.precision))
+            AND (len(p.step) = 0 OR list_contains(p.step, {alias}.step))
+            AND (len(p.size) = 0 OR list_contains(p.size, {alias}.size))
+            AND (len(p.device) = 0 OR list_contains(p.device, {alias}.device))
+            AND (len(p.bound) = 0 OR list_contains(p.bound, {alias}.bound))
+            AND (len(p.timing) = 0 OR list_contains(p.timing, {alias}.timing))
+            AND (p.search = '' OR contains(lower({alias}.model_id), p.search))
+    """
+
+
+def _in_runs(alias: str) -> str:
+    """Whether row ``alias`` is of a chosen run or label (any, when none is chosen)."""
+    return (
+        f"(len(p.run) = 0 OR list_contains(p.run, {alias}.run_id) "
+        f"OR list_contains(p.run, {alias}.label))"
+    )
+
+
+_CHOSEN = f"""
+    {_PARAMS},
     in_runs AS (
         SELECT c.* FROM cells c, params p
-        WHERE len(p.run) > 0 AND (list_contains(p.run, c.run_id) OR list_contains(p.run, c.label))
+        WHERE len(p.run) > 0 AND {_in_runs("c")}
     ),
     scoped AS (
         SELECT l.* FROM latest_cells l, params p WHERE len(p.run) = 0
@@ -135,19 +167,7 @@ _CHOSEN = """
     ),
     chosen AS (
         SELECT s.* FROM scoped s, params p
-        WHERE (len(p.suite) = 0 OR list_contains(p.suite, s.suite))
-            AND (len(p.family) = 0 OR list_contains(p.family, s.family))
-            AND (len(p.status) = 0 OR list_contains(p.status, s.status))
-            AND (len(p.backend) = 0 OR list_contains(p.backend, s.backend))
-            AND (len(p.mode) = 0 OR list_contains(p.mode, s.mode))
-            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, s.dynamic))
-            AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
-            AND (len(p.step) = 0 OR list_contains(p.step, s.step))
-            AND (len(p.size) = 0 OR list_contains(p.size, s.size))
-            AND (len(p.device) = 0 OR list_contains(p.device, s.device))
-            AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
-            AND (len(p.timing) = 0 OR list_contains(p.timing, s.timing))
-            AND (p.search = '' OR contains(lower(s.model_id), p.search))
+        WHERE {_matches("s")}
     )
 """
 
@@ -298,10 +318,69 @@ GROUP BY suite, variant, config
 # $max_points (ordered by a hash, so the same filters always draw the same points).
 SPEEDUP_POINTS = f"""
 WITH {_CHOSEN}
-SELECT model_id, config, backend, speedup, compile_s FROM chosen
+SELECT row_id AS model_id, config, backend, speedup, compile_s, memory_ratio FROM chosen
 WHERE status = 'pass' AND speedup > 0
 ORDER BY hash(model_id, config)
 LIMIT $max_points
+"""
+
+# Per config, over all its passing cells (not a sample): the quartiles, fastest and
+# slowest of the speedup and of the compile time, for box plots drawn from them.
+_QUARTILES = """
+    count(*) FILTER (WHERE {where}) AS {name}_n,
+    min({value}) FILTER (WHERE {where}) AS {name}_min,
+    quantile_cont({value}, 0.25) FILTER (WHERE {where}) AS {name}_q1,
+    median({value}) FILTER (WHERE {where}) AS {name}_median,
+    quantile_cont({value}, 0.75) FILTER (WHERE {where}) AS {name}_q3,
+    max({value}) FILTER (WHERE {where}) AS {name}_max
+"""
+_SPEEDUPS = _QUARTILES.format(
+    name="speedup", value="speedup", where="status = 'pass' AND speedup > 0"
+)
+_COMPILES = _QUARTILES.format(
+    name="compile", value="compile_s", where="status = 'pass' AND compile_s > 0"
+)
+DISTRIBUTIONS = f"""
+WITH {_CHOSEN}
+SELECT
+    config, variant, any_value(backend) AS backend, any_value(mode) AS mode,
+    any_value(dynamic) AS dynamic, any_value(precision) AS precision,
+    {_SPEEDUPS}, {_COMPILES}
+FROM chosen
+GROUP BY config, variant
+"""
+
+# Pass rate and geomean speedup of each config in each sweep (a label, or a run without
+# one) that recorded it, for configs recorded by two sweeps or more: every row counts,
+# not only the newest, each model's newest row within the sweep. The filters apply to
+# every row as they do to the newest ones elsewhere.
+SWEEP_TRENDS = f"""
+WITH {_PARAMS},
+swept AS (
+    SELECT c.*, CASE WHEN c.label <> '' THEN c.label ELSE 'run ' || c.run_id[:8] END AS sweep
+    FROM cells c, params p
+    WHERE {_in_runs("c")} AND {_matches("c")}
+),
+newest AS (
+    SELECT * FROM swept
+    QUALIFY row_number() OVER (
+        PARTITION BY sweep, row_id, config ORDER BY recorded_at DESC, result_id DESC
+    ) = 1
+)
+SELECT
+    config, variant, sweep, min(recorded_at) AS first_recorded,
+    max(recorded_at) AS last_recorded,
+    any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
+    any_value(precision) AS precision,
+    count(DISTINCT row_id) AS models,
+    count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    count(*) FILTER (WHERE status = 'pass' AND speedup > 0) AS timed,
+    exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup
+FROM newest
+GROUP BY config, variant, sweep
+QUALIFY count(*) OVER (PARTITION BY config, variant) > 1
+ORDER BY config, variant, first_recorded, sweep
 """
 
 # Failing cells grouped by their normalized error signature (the status when none);

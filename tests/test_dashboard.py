@@ -508,9 +508,32 @@ def test_summary_page(app):
     # convnext has no aot_eager cell: not run, beside the pass rate.
     assert table.loc["aot_eager dyn=false bf16", "not run"] == 1
     assert "None" not in table.to_string() and "nan" not in table.to_string()
-    histogram, scatter = plotly_figures(at)
+    panels, memory, histogram, trends, scatter = plotly_figures(at)
     assert sum(histogram.data[0].y) == 3
     assert {trace.name for trace in scatter.data} == {"inductor", "aot_eager"}
+    # Per config: the pass rate as a bar (inductor 1 of 3: resnet18 passes, vit and
+    # convnext fail), the speedups and compile times of the passing cells as boxes.
+    bars, speedups, compiles = panels.data
+    inductor, aot_eager = "inductor/default dyn=false bf16", "aot_eager dyn=false bf16"
+    rates = dict(zip(bars.y, bars.x, strict=True))
+    assert rates == {inductor: pytest.approx(1 / 3), aot_eager: 1.0}
+    assert list(bars.text) == ["33% (1/3)", "100% (2/2) · 1 not run"]
+    assert dict(zip(speedups.y, speedups.median, strict=True)) == {
+        inductor: 1.5, aot_eager: pytest.approx(1.06),
+    }  # fmt: skip
+    assert dict(zip(compiles.y, compiles.upperfence, strict=True)) == {
+        inductor: 12.0, aot_eager: 4.0,
+    }  # fmt: skip
+    assert panels.layout.xaxis2.type == "log" and panels.layout.xaxis3.type == "log"
+    # Speedup against memory ratio, log-log, a trace a backend.
+    assert memory.layout.xaxis.type == memory.layout.yaxis.type == "log"
+    assert sorted(x for trace in memory.data for x in trace.x) == [0.8, 0.8, 0.8]
+    # Both configs were recorded by the runs "nightly" and "rerun": a point each.
+    lines = {(t.name, t.yaxis): t for t in trends.data}
+    assert list(lines[aot_eager, "y"].x) == ["nightly", "rerun"]
+    assert list(lines[aot_eager, "y2"].y) == [pytest.approx(1.02), pytest.approx(1.1)]
+    assert list(lines[inductor, "y"].y) == [0.0, pytest.approx(1 / 3)]
+    assert "Across sweeps" in texts(at)
 
 
 def test_unsupported_cells_are_no_failures_on_any_page(zoo_app):
@@ -813,6 +836,27 @@ def test_charts_show_data_as_text_not_plotly_markup():
     )  # fmt: skip
     (trace,) = charts.speedup_vs_compile(points).data
     assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]
+    (trace,) = charts.speedup_vs_memory(points.assign(memory_ratio=[0.5])).data
+    assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]
+    # The Summary's per-config panels and sweep lines name configs and sweeps as text.
+    config = f"<a href=http://{HOST}/c>c</a>"
+    rates = pd.DataFrame(
+        {"config": [config], "variant": [""], "passed": [1], "attempted": [2],
+         "unsupported": [0], "not_run": [0]}
+    )  # fmt: skip
+    stats = {f"{name}_{stat}": [1.5] for name in ("speedup", "compile")
+             for stat in ("n", "min", "q1", "median", "q3", "max")}  # fmt: skip
+    panels = charts.config_panels(rates, pd.DataFrame({"config": [config], **stats}))
+    escaped = html.escape(config, quote=False)
+    assert all(list(trace.y) == [escaped] for trace in panels.data)
+    trends = pd.DataFrame(
+        {"config": [config] * 2, "variant": [""] * 2, "sweep": [family, "b"],
+         "first_recorded": pd.to_datetime(["2026-01-01", "2026-01-02"]), "models": [1, 1],
+         "passed": [1, 1], "attempted": [1, 1], "geomean_speedup": [1.1, 1.2]}
+    )  # fmt: skip
+    lines = charts.sweep_trends(trends)
+    assert {trace.name for trace in lines.data} == {escaped}
+    assert list(lines.data[0].x) == [html.escape(family, quote=False), "b"]
 
 
 def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):

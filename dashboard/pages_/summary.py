@@ -1,4 +1,5 @@
-"""Summary: pass rate, speedup, compile time and memory per suite and config."""
+"""Summary: pass rate, speedup, compile time and memory per config (charts first), per
+suite and config (a table), and across the sweeps that recorded a config."""
 
 from __future__ import annotations
 
@@ -41,6 +42,49 @@ def _number(fmt: str):
     return lambda value: "–" if value is None or pd.isna(value) else fmt.format(value)
 
 
+def _chart(title: str, figure, caption: str | None = None) -> None:
+    st.markdown(f"#### {title}")
+    if caption:
+        st.caption(caption)
+    st.plotly_chart(figure, config={"displayModeBar": False})
+
+
+points = reads.speedup_points(db, chosen)
+spread = reads.distributions(db, chosen)
+_chart(
+    "Per config: pass rate, speedup, compile time",
+    charts.config_panels(reads.pass_rates(summary), spread),
+    "Pass rate over the attempted cells, with the unsupported and not-run cells beside it, "
+    "never as failures. Speedup (median eager over median compiled) and compile time of "
+    "the passing cells: the box from the first to the third quartile, the line at the "
+    "median, the whiskers to the smallest and the largest; hover for the numbers.",
+)
+left, right = st.columns(2)
+with left:
+    _chart(
+        "Speedup against memory",
+        charts.speedup_vs_memory(points),
+        "Passing cells; memory ratio: compiled over eager peak allocated memory.",
+    )
+with right:
+    _chart("Speedup of passing cells", charts.speedup_histogram(points))
+if len(points) >= reads.SPEEDUP_MAX_POINTS:
+    st.caption(
+        f"The scatter plots and the histogram show a repeatable sample of {len(points):,} "
+        "passing cells; the bars, the boxes and the table count every cell."
+    )
+
+trends = reads.sweep_trends(db, chosen)
+if not trends.empty:
+    _chart(
+        "Across sweeps",
+        charts.sweep_trends(trends),
+        "Configs recorded by more than one sweep (a run label, or a run without one), a "
+        "point a sweep at its first cell, each model's newest row in it. A sweep covers its "
+        "own models (hover for how many): a chunk of other models moves a line as much as "
+        "a change of torch does. To compare the same cells, use Compare.",
+    )
+
 st.markdown("#### Per suite and config")
 st.caption(
     "Pass rate over the attempted cells (passed / attempted), unsupported and not-run "
@@ -75,13 +119,4 @@ st.dataframe(
 )
 reads.download_csv("Download this table (CSV)", summary, "summary")
 
-points = reads.speedup_points(db, chosen)
-if len(points) >= reads.SPEEDUP_MAX_POINTS:
-    st.caption(f"Charts show a repeatable sample of {len(points):,} passing cells.")
-left, right = st.columns(2)
-with left:
-    st.markdown("#### Speedup of passing cells")
-    st.plotly_chart(charts.speedup_histogram(points), config={"displayModeBar": False})
-with right:
-    st.markdown("#### Speedup against compile time")
-    st.plotly_chart(charts.speedup_vs_compile(points), config={"displayModeBar": False})
+_chart("Speedup against compile time", charts.speedup_vs_compile(points))
