@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard import caveats as cell_caveats
 from dashboard import status as categories
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
 from runner.matrix.results import PASS, STATUSES, UNSUPPORTED
@@ -48,6 +49,8 @@ SPEEDUP_RANGE = (-1.0, math.log2(3))
 SPEEDUP_TICKS = (0.5, 0.75, 1, 1.5, 2, 3)
 PASS_RATE_SCALE = [[0.0, "#d62728"], [0.5, "#fdd835"], [1.0, "#2ca02c"]]
 ROW_PX = 22
+# A dark corner, top right: a caveat the hatching and the bar do not show.
+CORNER_MARK = "linear-gradient(225deg, #212121 0 5px, transparent 5px)"
 TILE_PX = 17
 HEADER_PX = 190
 _MATRIX_CSS = f"""
@@ -61,6 +64,7 @@ table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
 table.zoo-matrix td.empty, .zoo-legend .not-run {{ background: {NOT_RUN_FILL};
     box-shadow: inset 0 0 0 1px {NOT_RUN_EDGE}; }}
 table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
+table.zoo-matrix td.caveat a, .zoo-legend .caveat {{ background-image: {CORNER_MARK}; }}
 table.zoo-matrix td.disturbed, .zoo-legend .disturbed {{ background-image:
     repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px); }}
 table.zoo-matrix th.config {{ vertical-align: bottom; }}
@@ -169,13 +173,28 @@ def _tooltip(row) -> str:
         " · ".join([row.status, *_present(numbers)]),
         " · ".join(_present(costs)),
     ]
-    if _disturbed(row):
-        lines.append(
-            f"⚠ timing disturbed: a median {row.timing_disturbance:.2f}x its fastest sample"
-        )
-    if getattr(row, "bound", None) == "launch-bound":
-        lines.append("⚠ launch-bound: the GPU-time speedup is the stable figure")
+    for key in _caveat_keys(row):
+        detail = {
+            "disturbed": f": a median {row.timing_disturbance:.2f}x its fastest sample",
+            "launch-bound": ": the GPU-time speedup is the stable figure",
+        }.get(key, "")
+        lines.append(f"⚠ {cell_caveats.BY_KEY[key].badge}{detail}")
     return "\n".join(line for line in lines if line)
+
+
+def _caveat_keys(row) -> list[str]:
+    """The row's caveats (``caveats.CAVEATS``): its ``caveats`` column, or for a frame
+    without one, its disturbed timing and launch-bound baseline."""
+    if hasattr(row, "caveats"):
+        return cell_caveats.keys(row.caveats)
+    return [
+        key
+        for key, on in (
+            ("disturbed", _disturbed(row)),
+            ("launch-bound", getattr(row, "bound", None) == cell_caveats.LAUNCH_BOUND),
+        )
+        if on
+    ]
 
 
 def _present(values: list[tuple[str, object]]) -> list[str]:
@@ -263,8 +282,9 @@ def matrix_html(
             badges = [
                 name
                 for name, on in (
-                    ("launch-bound", getattr(row, "bound", None) == "launch-bound"),
+                    ("launch-bound", getattr(row, "bound", None) == cell_caveats.LAUNCH_BOUND),
                     ("disturbed", _disturbed(row)),
+                    ("caveat", bool(set(_caveat_keys(row)) & set(cell_caveats.CORNER))),
                 )
                 if on
             ]
@@ -480,6 +500,23 @@ def _badge_legend(cells: pd.DataFrame) -> str:
             f'<span style="{_SWATCH};box-shadow:inset 0 -3px 0 #212121"></span> bar: '
             f"launch-bound, its fastest eager call {LAUNCH_BOUND_RATIO:g}x its GPU busy time or "
             f"more: the GPU-time speedup is the stable figure ({launch:,})"
+        )
+    corner = collections.Counter(
+        key
+        for value in cells.get("caveats", [])
+        for key in cell_caveats.keys(value)
+        if key in cell_caveats.CORNER
+    )
+    if corner:
+        named = ", ".join(
+            f"{cell_caveats.BY_KEY[key].badge} ({count:,})"
+            for key, count in sorted(
+                corner.items(), key=lambda kv: cell_caveats.CORNER.index(kv[0])
+            )
+        )
+        parts.append(
+            f'<span class="caveat" style="{_SWATCH}"></span> corner: {html.escape(named)}; '
+            "hover a cell for its caveats, open it for why"
         )
     return "".join(f" · {part}" for part in parts)
 

@@ -1,12 +1,9 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+from dashboard import caveats
+from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.store.schema import latest_row
-
-LAUNCH_BOUND = "launch-bound"
-GPU_BOUND = "gpu-bound"
-DISTURBED = "disturbed"
-STEADY = "steady"
 
 
 def _disturbance(alias: str) -> str:
@@ -76,7 +73,9 @@ PREPARE = (
             -- disturbed: its speedup is not to be trusted (a filter and a badge)
             {_timing(_disturbance("r"))} AS timing,
             r.gpu_speedup, r.eager_gpu_ms, r.compiled_gpu_ms, r.eager_kernels,
-            r.compiled_kernels,
+            r.compiled_kernels, r.precision_treatment,
+            coalesce(contains(r.notes, '{caveats.FIRST_SWEEP_XLA_NOTE}'), false)
+                AS xla_first_sweep,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)
             CASE WHEN r.eager_gpu_ms > 0 THEN
@@ -88,10 +87,19 @@ PREPARE = (
         CROSS JOIN axes
         LEFT JOIN runs u ON u.run_id = r.run_id
         LEFT JOIN environments e ON e.env_id = r.env_id
+    ),
+    rowed AS (
+        SELECT *,
+            CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END AS row_id
+        FROM labelled
+    ),
+    -- a matrix cell recorded in several environments shows its newest row
+    env_counts AS (
+        SELECT row_id, config, count(DISTINCT env_id) AS environments
+        FROM rowed GROUP BY row_id, config
     )
-    SELECT *, CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END
-        AS row_id
-    FROM labelled
+    SELECT *, {caveats.sql()} AS caveats
+    FROM rowed JOIN env_counts USING (row_id, config)
     """,
     # A group-by picks the newest rows several times faster than a window over them all.
     """
@@ -251,7 +259,7 @@ page AS (
 SELECT
     c.row_id, c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
     c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
-    c.gpu_speedup, c.bound
+    c.gpu_speedup, c.bound, c.caveats
 FROM chosen c SEMI JOIN page USING (row_id)
 ORDER BY c.family, c.row_id, c.config
 """
@@ -283,8 +291,9 @@ SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
     compile_s, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms, gpu_speedup,
-    eager_kernels, compiled_kernels, bound, timing_disturbance, timing, memory_ratio,
-    accuracy_pass, torch, gpu, run_id, label, recorded_at
+    eager_kernels, compiled_kernels, bound, timing_disturbance, timing,
+    array_to_string(caveats, '; ') AS caveats, memory_ratio, accuracy_pass, torch, gpu,
+    env_id, run_id, label, recorded_at
 FROM chosen
 ORDER BY family, model_id, config
 """
@@ -424,7 +433,9 @@ MODEL_CELLS = f"""
 WITH params AS (SELECT $run::VARCHAR[] AS run)
 SELECT
     r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
-    c.config, c.label, c.torch, c.gpu, c.bound, c.timing
+    c.config, c.label, c.torch, c.gpu, c.bound, c.timing, c.caveats, c.environments,
+    -- the row the Matrix and the Leaderboard show for its model and config
+    c.result_id IN (SELECT result_id FROM latest_cells) AS shown
 FROM results r
 JOIN cells c USING (result_id)
 CROSS JOIN params p
@@ -576,7 +587,7 @@ LEADERBOARD_VIEWS = tuple(_LEADERBOARD_VIEWS)
 _LEADERBOARD_COLUMNS = """
     model_id, row_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
     eager_peak_alloc_mb, compiled_peak_alloc_mb, memory_ratio, graph_break_count, timing,
-    timing_disturbance, bound, backend, device, size
+    timing_disturbance, bound, caveats, backend, device, size
 """
 # The first $limit rows of each view, and how many it holds in all.
 LEADERBOARD = {

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, reads, reproduce
+from dashboard import caveats, charts, docs, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
@@ -33,6 +33,7 @@ from tests.dashboard_data import (
     SIGNATURE,
     XLA_REASON,
     build,
+    build_caveats,
     build_hostile,
     build_zoo,
     cell,
@@ -671,6 +672,117 @@ def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_pa
     assert len(inductor) == 2 and len(set(inductor)) == 2, configs
     assert any("env env-othe · elsewhere" in c for c in inductor), inductor
     assert any("env env-test · rerun" in c for c in inductor), inductor
+
+
+def _page_links(at: AppTest) -> dict[str, dict[str, str]]:
+    """Each page link of the page: its label to its page and query parameters."""
+    return {
+        shown(link.proto.label): {
+            "page": link.proto.page,
+            **dict(urllib.parse.parse_qsl(link.proto.query_string)),
+        }
+        for link in at.get("page_link")
+    }
+
+
+def test_caveats_are_badges_in_matrix_and_leaderboard_and_reasons_in_model_detail(
+    tmp_path, monkeypatch
+):
+    paths = build_caveats(tmp_path)
+    db = open_database(*paths)
+    found = {
+        (model, config): list(keys)
+        for model, config, keys in db.con.execute(
+            "SELECT model_id, config, caveats FROM latest_cells WHERE len(caveats) > 0"
+        ).fetchall()
+    }
+    export = "export/non-strict dyn=false bf16"
+    assert found == {
+        ("timm/resnet18", export): ["ran-in-fp32"],
+        (VIT, "xla dyn=false fp32"): ["xla-first-sweep"],
+        ("timm/convnext_atto", "xla dyn=false bf16"): ["xla-baseline"],
+        ("timm/resnet18", "inductor/default dyn=false bf16"): ["environments"],
+        (VIT, "aot_eager dyn=false bf16"): ["disturbed"],
+    }
+
+    # The Matrix: a corner on each tile with a caveat that is neither hatched nor barred,
+    # the caveat in its tooltip, and the legend naming them.
+    at = no_exception(_app_on(paths, monkeypatch).run())
+    matrix = matrix_page(at)
+    cornered = re.findall(
+        r'<td class="([^"]*caveat[^"]*)"[^>]*><a href="([^"]+)" title="([^"]*)"', matrix
+    )
+    assert len(cornered) == 4
+    tips = {urllib.parse.parse_qs(html.unescape(link).split("?")[1])["config"][0]: html.unescape(tip)
+            for _, link, tip in cornered}  # fmt: skip
+    assert (
+        "⚠ ran in fp32" in tips[export]
+        and "⚠ several environments" in tips["inductor/default dyn=false bf16"]
+    )
+    corner = "corner: XLA baseline unsure (1), XLA first-sweep timing (1), ran in fp32 (1), "
+    assert corner + "several environments (1)" in html.unescape(matrix)
+
+    # The Leaderboard: the badges beside the speedups.
+    at = no_exception(at.switch_page("pages_/leaderboard.py").run())
+    table = at.dataframe[0].value.set_index(["model", "config"])
+    assert table.loc[("timm/resnet18", export), "caveats"] == "⚠ ran in fp32"
+    assert table.loc[(VIT, "xla dyn=false fp32"), "caveats"] == "⚠ XLA first-sweep timing"
+    assert table.loc[("timm/convnext_atto", "xla dyn=false bf16"), "caveats"] == (
+        "⚠ XLA baseline unsure"
+    )
+
+    # Model detail: each reason in words, and a link to the docs section that explains it.
+    at.query_params["model"] = "timm/resnet18"
+    at = no_exception(at.switch_page("pages_/detail.py").run())
+    warnings = [shown(w.value) for w in at.warning]
+    (fp32,) = [w for w in warnings if w.startswith("**Ran in fp32**")]
+    assert "torch.export keeps none of autocast's casts" in fp32
+    # Both cell keys have their row and the caveat: the newer (env-other-machine) is shown.
+    shown_row, other_row = sorted(
+        (w for w in warnings if w.startswith("**Recorded in 2 environments**")),
+        key=lambda w: "the one shown" not in w,
+    )
+    assert "This row, env env-othe (torch 2.11.0" in shown_row
+    assert "is the newest: the one shown" in shown_row
+    assert "This row is env env-test" in other_row
+    assert "shown is the newest, env env-othe" in other_row
+    links = _page_links(at)
+    fp32_doc = caveats.BY_KEY["ran-in-fp32"].doc
+    assert links[f"Why: {fp32_doc}"] == {
+        "page": "docs", "doc": fp32_doc.path, "section": fp32_doc.anchor,
+    }  # fmt: skip
+    # The link opens that section of the docs.
+    docs_page = AppTest.from_file(str(APP), default_timeout=60)
+    docs_page.query_params["doc"] = fp32_doc.path
+    docs_page.query_params["section"] = fp32_doc.anchor
+    page = texts(no_exception(docs_page.switch_page("pages_/docs.py").run()))
+    assert f"## {fp32_doc.heading}" in page and "torch.export" in page
+
+
+def test_every_caveat_links_to_a_section_of_the_docs():
+    for caveat in caveats.CAVEATS:
+        text = docs.section(caveat.doc.path, caveat.doc.anchor)
+        assert text is not None and text.lstrip("#").strip().startswith(caveat.doc.heading), (
+            caveat.key
+        )
+    assert caveats.slug("fp32: still the first sweep's protocol") == (
+        "fp32-still-the-first-sweeps-protocol"
+    )
+
+
+def test_the_shipped_export_check_rows_carry_the_ran_in_fp32_caveat():
+    db = open_database(ROOT / "data" / "runs", ROOT / "no-database.duckdb")
+    rows = db.query(
+        "SELECT * FROM latest_cells WHERE run_id LIKE 'fd2122e8%' AND backend = 'export'"
+    )
+    if rows.empty:
+        pytest.skip("the export-check run is not among the shipped results")
+    assert all("ran-in-fp32" in list(keys) for keys in rows["caveats"])
+    assert set(rows["precision_treatment"]) == {"autocast bf16"}
+    page = charts.matrix_html(
+        rows, sorted(set(rows["config"])), list(dict.fromkeys(rows["row_id"]))
+    )
+    assert page.count("caveat") >= len(rows) and "⚠ ran in fp32" in page
 
 
 def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkeypatch):

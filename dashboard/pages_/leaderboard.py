@@ -7,15 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import reads
+from dashboard import caveats, reads
 from dashboard.filters import warn_unknown_choice
-from dashboard.queries import DISTURBED, LAUNCH_BOUND, LEADERBOARD_VIEWS
+from dashboard.queries import LEADERBOARD_VIEWS
 from dashboard.text import plain
 
-CAVEATS = {
-    DISTURBED: "timing disturbed",
-    LAUNCH_BOUND: "launch-bound",
-}
 VIEW_MEANING = {
     "all cells": "every cell under the filters, by model",
     "slower than eager": "passing cells whose compiled median is slower than eager's, slowest first",
@@ -24,19 +20,6 @@ VIEW_MEANING = {
     "most graph breaks": "cells with graph breaks, the most first",
     "longest compiles": "cells with a compile time, the longest first",
 }
-
-
-def caveats(frame: pd.DataFrame) -> pd.Series:
-    """Each cell's caveats as a badge text: its timing disturbed (a median far above its
-    fastest sample), its eager baseline launch-bound (the host sets its speed)."""
-    return pd.Series(
-        [
-            " · ".join(f"⚠ {CAVEATS[label]}" for label in (timing, bound) if label in CAVEATS)
-            for timing, bound in zip(frame["timing"], frame["bound"], strict=True)
-        ],
-        index=frame.index,
-        dtype=object,
-    )
 
 
 view = reads.current_view()
@@ -65,9 +48,8 @@ shown = (
 st.caption(
     f"{shown}. Click a column's name to sort by it. Speedup: median eager / median "
     "compiled (wall clock); GPU-time speedup: kernel busy time of one profiled call, "
-    "where recorded. Memory: peak allocated MB and compiled / eager. Caveats: ⚠ timing "
-    "disturbed (the speedup is unsure), ⚠ launch-bound (the GPU-time speedup is the "
-    "stable figure)."
+    "where recorded. Memory: peak allocated MB and compiled / eager. Caveats (⚠): why a "
+    "number needs a second look; open the cell's model below for the reason."
 )
 table = pd.DataFrame(
     {
@@ -75,7 +57,7 @@ table = pd.DataFrame(
         "config": cells["config"],
         "status": cells["status"],
         # Beside the speedup it qualifies, where a wide table still shows it.
-        "caveats": caveats(cells),
+        "caveats": cells["caveats"].map(caveats.badges),
         "speedup": cells["speedup"],
         "GPU-time speedup": cells["gpu_speedup"],
         "compile s": cells["compile_s"],
