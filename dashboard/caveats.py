@@ -77,12 +77,13 @@ def slug(heading: str) -> str:
 @dataclass(frozen=True)
 class Caveat:
     """One caveat: ``when`` is a SQL condition on a row of ``cells`` (its columns by
-    name, ``environments`` among them); ``badge`` the few words beside a cell's numbers;
-    ``reason`` the cell's own reason in words (Markdown, from its numbers: no stored
-    text), for Model detail."""
+    name, ``environments`` among them); ``badge`` the few words beside a cell's numbers
+    (``short`` where a table column is narrow); ``reason`` the cell's own reason in words
+    (Markdown, from its numbers: no stored text), for Model detail."""
 
     key: str
     badge: str
+    short: str
     when: str
     doc: Doc
     reason: Callable[[Mapping], str]
@@ -199,32 +200,33 @@ _RAN_IN_FP32 = (
 
 CAVEATS: tuple[Caveat, ...] = (
     Caveat(
-        "disturbed", "timing disturbed", f"timing = '{DISTURBED}' AND {_NOT_XLA}",
+        "disturbed", "timing disturbed", "disturbed", f"timing = '{DISTURBED}' AND {_NOT_XLA}",
         _README_RECORDED, _disturbed,
     ),
     # Not where the program ran in fp32: its GPU time is no result either.
     Caveat(
-        "launch-bound", "launch-bound",
+        "launch-bound", "launch-bound", "launch-bound",
         f"bound = '{LAUNCH_BOUND}' AND {_NOT_XLA} AND NOT ({_RAN_IN_FP32})",
         Doc("docs/PERFORMANCE.md", "GPU time: speedups a noisy host cannot move (2026-12-01)"),
         _launch_bound,
     ),
     Caveat(
-        "xla-baseline", "XLA baseline unsure",
+        "xla-baseline", "XLA baseline unsure", "XLA baseline",
         f"{_XLA} AND (bound = '{LAUNCH_BOUND}' OR timing = '{DISTURBED}')",
         _XLA_TRUST, _xla_baseline,
     ),
     Caveat(
-        "xla-first-sweep", "XLA first-sweep timing",
+        "xla-first-sweep", "XLA first-sweep timing", "XLA 1st sweep",
         f"{_XLA} AND xla_first_sweep AND speedup IS NOT NULL",
         Doc("docs/xla-h200.md", "fp32: still the first sweep's protocol"), _xla_first_sweep,
     ),
     Caveat(
-        "ran-in-fp32", "ran in fp32", _RAN_IN_FP32,
+        "ran-in-fp32", "ran in fp32", "ran fp32", _RAN_IN_FP32,
         Doc("docs/train-export-h200.md", "Export and AOTInductor (export-check)"), _ran_in_fp32,
     ),
     Caveat(
-        "environments", "several environments", "environments > 1", _README_RECORDED,
+        "environments", "several environments", "environments", "environments > 1",
+        _README_RECORDED,
         _environments,
     ),
 )  # fmt: skip
@@ -250,3 +252,9 @@ def keys(value) -> list[str]:
 def badges(value) -> str:
     """A row's caveats as one badge text: ``"⚠ timing disturbed · ⚠ ran in fp32"``."""
     return " · ".join(f"⚠ {BY_KEY[key].badge}" for key in keys(value))
+
+
+def short_badges(value) -> str:
+    """The same in the short words of a narrow column: ``"⚠ disturbed, ran fp32"``."""
+    found = keys(value)
+    return f"⚠ {', '.join(BY_KEY[key].short for key in found)}" if found else ""

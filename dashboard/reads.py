@@ -239,10 +239,13 @@ LEADERBOARD_ROWS = 1_000
 
 
 @_cached
-def leaderboard(db: Database, filters: Filters, view: str) -> pd.DataFrame:
-    """The first ``LEADERBOARD_ROWS`` cells of a quick view (``queries.LEADERBOARD_VIEWS``),
+def leaderboard(
+    db: Database, filters: Filters, view: str, limit: int | None = LEADERBOARD_ROWS
+) -> pd.DataFrame:
+    """The first ``limit`` cells (None: all) of a quick view (``queries.LEADERBOARD_VIEWS``),
     each with ``matching``: how many the view holds in all."""
-    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": LEADERBOARD_ROWS})
+    rows = 2**62 if limit is None else limit
+    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": rows})
 
 
 @_cached
@@ -299,6 +302,12 @@ def current_view() -> View:
 
 # Number formats of the tables: a speedup, seconds, milliseconds, a ratio, megabytes.
 TIMES, SECONDS, MS, RATIO, MB = "%.2fx", "%.1f", "%.3f", "%.2f", "%.0f"
+
+
+def show_table(frame: pd.DataFrame, **options):
+    """``st.dataframe`` of ``frame`` without its index, a missing value shown as "–"
+    (Streamlit's own is a grey "None") in a column that still sorts by its numbers."""
+    return st.dataframe(frame, hide_index=True, placeholder="–", **options)
 
 
 def number_columns(**formats: str) -> dict:

@@ -31,7 +31,7 @@ st.caption(
     "how many of the filtered models break with it; breaks: the break events explain "
     "recorded (a break inside a called module counts from both sides)."
 )
-st.dataframe(
+reads.show_table(
     pd.DataFrame(
         {
             "break type": types["break_type"],
@@ -41,7 +41,6 @@ st.dataframe(
             "cells": types["cells"],
         }
     ),
-    hide_index=True,
     column_config={"break type": st.column_config.TextColumn(width="large")},
 )
 reads.download_csv("Download the break types (CSV)", types, "graph-breaks")

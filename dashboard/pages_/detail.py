@@ -70,9 +70,8 @@ table = pd.DataFrame(
         "recorded": cells["recorded_at"],
     }
 )
-st.dataframe(
+reads.show_table(
     table,
-    hide_index=True,
     column_config={
         **reads.number_columns(
             **{
@@ -214,7 +213,7 @@ def cell_section(cell: dict) -> None:
     own = breaks[breaks["result_id"] == cell["result_id"]]
     if not own.empty:
         st.markdown("**Graph breaks** (reason, user frame)")
-        st.dataframe(own[["reason", "user_frame", "count"]], hide_index=True)
+        reads.show_table(own[["reason", "user_frame", "count"]])
     st.markdown(
         f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}"
         f"; first compiled call {_number(cell.get('first_call_s'), '{:.2f} s')}\n"
@@ -284,4 +283,4 @@ for _, row in cells.iterrows():
         cell_section(cell)
 
 with st.expander("History: every recorded row of this model"):
-    st.dataframe(reads.model_history(db, model), hide_index=True)
+    reads.show_table(reads.model_history(db, model))

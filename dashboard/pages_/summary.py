@@ -109,9 +109,8 @@ table = pd.DataFrame(
 )
 if not summary["variant"].astype(bool).any():  # one device and size: nothing to tell apart
     table = table.drop(columns="device, size")
-st.dataframe(
+reads.show_table(
     table,
-    hide_index=True,
     height=min(TABLE_MAX_PX, ROW_PX * (len(table) + 1) + 3),
     column_config={
         "median memory ratio": st.column_config.TextColumn(help="peak compiled / eager allocated"),
