@@ -573,16 +573,22 @@ def speedup_histogram(points: pd.DataFrame) -> go.Figure:
 
 def _speedups_by_backend(points: pd.DataFrame, x: str, x_hover: str) -> go.Figure:
     """The passing cells' speedups (y) against their column ``x``, a trace (a colour) a
-    backend; the hover names the model and config, then ``x_hover``."""
+    backend, a cell with a caveat on its numbers hollow (``caveat``, where the frame has
+    it); the hover names the model and config, then ``x_hover``."""
     fig = go.Figure()
     for backend, group in points.groupby("backend", sort=True):
+        hollow = group["caveat"].fillna(False) if "caveat" in group else [False] * len(group)
         fig.add_trace(
             go.Scattergl(
                 x=group[x],
                 y=group["speedup"],
                 mode="markers",
                 name=_label(backend),
-                marker=dict(size=7, opacity=0.7),
+                marker=dict(
+                    size=7,
+                    opacity=0.7,
+                    symbol=["circle-open" if off else "circle" for off in hollow],
+                ),
                 customdata=group[["model_id", "config"]].map(_label).to_numpy(),
                 hovertemplate=(
                     "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"

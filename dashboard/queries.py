@@ -327,7 +327,10 @@ GROUP BY suite, variant, config
 # $max_points (ordered by a hash, so the same filters always draw the same points).
 SPEEDUP_POINTS = f"""
 WITH {_CHOSEN}
-SELECT row_id AS model_id, config, backend, speedup, compile_s, memory_ratio FROM chosen
+SELECT
+    row_id AS model_id, config, backend, speedup, compile_s, memory_ratio,
+    len(caveats) > 0 AS caveat
+FROM chosen
 WHERE status = 'pass' AND speedup > 0
 ORDER BY hash(model_id, config)
 LIMIT $max_points

@@ -452,6 +452,18 @@ def test_active_filters_are_chips_and_unknown_url_values_are_named(app):
     assert len(_tiles(matrix_page(at))) == 2
 
 
+def test_more_filters_are_drawn_only_when_open_or_holding_a_value(app):
+    at = no_exception(app.run())
+    (more,) = [e for e in at.expander if e.label == "More filters"]
+    drawn = {widget.key for widget in at.multiselect}
+    # Closed and empty: its multiselects are not redrawn on every rerun.
+    assert not more.proto.expanded and "timing" not in drawn and "status" in drawn
+    opened = AppTest.from_file(str(APP), default_timeout=60)
+    opened.query_params["timing"] = "steady"
+    opened = no_exception(opened.run())
+    assert opened.multiselect(key="timing").value == ["steady"]
+
+
 def test_an_unknown_model_in_the_url_is_named(app):
     app.query_params["model"] = "timm/nope"
     at = no_exception(app.switch_page("pages_/detail.py").run())
@@ -529,6 +541,10 @@ def test_summary_page(app):
     # Speedup against memory ratio, log-log, a trace a backend.
     assert memory.layout.xaxis.type == memory.layout.yaxis.type == "log"
     assert sorted(x for trace in memory.data for x in trace.x) == [0.8, 0.8, 0.8]
+    # The vit aot_eager cell's timing was disturbed: its point is hollow.
+    (aot,) = [trace for trace in memory.data if trace.name == "aot_eager"]
+    marks = dict(zip((round(y, 2) for y in aot.y), aot.marker.symbol, strict=True))
+    assert marks == {1.02: "circle", 1.1: "circle-open"}
     # Both configs were recorded by the runs "nightly" and "rerun": a point each.
     lines = {(t.name, t.yaxis): t for t in trends.data}
     assert list(lines[aot_eager, "y"].x) == ["nightly", "rerun"]
@@ -930,7 +946,12 @@ def test_stored_markdown_and_the_search_are_escaped_on_every_page(tmp_path, monk
         ("pages_/leaderboard.py", {"q": hostile_search(HOST)}),
         ("pages_/configs.py", {"q": hostile_search(HOST)}),
         ("pages_/compare.py", {"a": hostile(HOST, "label"), "b": "plain"}),
+        ("pages_/docs.py", {"doc": hostile(HOST, "doc"), "section": hostile(HOST, "section")}),
     ]
+    # Every page of the app is visited.
+    assert {page for page, _ in pages} == {
+        f"pages_/{path.name}" for path in (ROOT / "dashboard" / "pages_").glob("*.py")
+    }
     for page, params in pages:
         at = AppTest.from_file(str(APP), default_timeout=60)
         for name, value in params.items():

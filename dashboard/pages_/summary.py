@@ -64,7 +64,8 @@ with left:
     _chart(
         "Speedup against memory",
         charts.speedup_vs_memory(points),
-        "Passing cells; memory ratio: compiled over eager peak allocated memory.",
+        "Passing cells; memory ratio: compiled over eager peak allocated memory. Hollow: "
+        "a caveat on the cell's numbers (the Leaderboard names it).",
     )
 with right:
     _chart("Speedup of passing cells", charts.speedup_histogram(points))
@@ -118,4 +119,8 @@ reads.show_table(
 )
 reads.download_csv("Download this table (CSV)", summary, "summary")
 
-_chart("Speedup against compile time", charts.speedup_vs_compile(points))
+_chart(
+    "Speedup against compile time",
+    charts.speedup_vs_compile(points),
+    "Passing cells. Hollow: a caveat on the cell's numbers (the Leaderboard names it).",
+)
