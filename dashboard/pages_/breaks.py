@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import streamlit as st
@@ -12,6 +13,9 @@ from dashboard.text import plain
 
 # The graph-break site's page of a registry id (linked from dynamo's messages, 2.9+).
 SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
+# What torch's registry ids look like ("GB0085"): a stored id of another shape is text
+# from a shard, never a part of a link.
+REGISTRY_ID = re.compile(r"GB\d{1,6}", re.IGNORECASE)
 MODELS_LINKED = 20
 
 view = reads.current_view()
@@ -57,7 +61,7 @@ if hints:
     st.markdown("**Hints** (from torch's registry)")
     for hint in hints:
         st.text(f"- {hint}")
-if row["registry_id"] != "unregistered":
+if REGISTRY_ID.fullmatch(row["registry_id"]):
     st.link_button(
         f"{plain(row['registry_id'])} on the graph-break site",
         SITE.format(id=row["registry_id"].lower()),
