@@ -57,6 +57,8 @@ table = pd.DataFrame(
         "config": cells["config"],
         "status": cells["status"],
         "speedup": cells["speedup"],
+        # Beside the speedup it qualifies; Model detail below says why.
+        "caveats": cells["caveats"].map(caveats.badges),
         "compile s": cells["compile_s"],
         "eager ms": cells["eager_ms"],
         "compiled ms": cells["compiled_ms"],
@@ -64,7 +66,6 @@ table = pd.DataFrame(
         "graph breaks": cells["graph_break_count"],
         "recompiles": cells["recompile_count"],
         "accuracy": cells["accuracy_pass"].map({True: "pass", False: "fail"}),
-        "caveats": cells["caveats"].map(caveats.badges),
         "batch": cells["batch_size"],
         "torch": cells["torch"],
         "recorded": cells["recorded_at"],
@@ -72,6 +73,8 @@ table = pd.DataFrame(
 )
 reads.show_table(
     table,
+    # Every config in sight: a model has tens of them, not thousands.
+    height=min(2_000, 35 * (len(table) + 1) + 3),
     column_config={
         **reads.number_columns(
             **{
