@@ -99,6 +99,7 @@ def main() -> None:
             st.Page(PAGES / "failures.py", title="Failures", icon=":material/error:"),
             st.Page(PAGES / "breaks.py", title="Graph breaks", icon=":material/link_off:"),
             st.Page(PAGES / "compare.py", title="Compare", icon=":material/compare_arrows:"),
+            st.Page(PAGES / "docs.py", title="Docs", icon=":material/menu_book:"),
         ]
     )
     db = reads.database()

@@ -8,6 +8,7 @@ clicked and selected (a heatmap cell cannot), and a missing cell simply has no m
 
 from __future__ import annotations
 
+import collections
 import html
 import itertools
 import math
@@ -18,6 +19,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from dashboard import caveats as cell_caveats
 from dashboard import status as categories
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
 from runner.matrix.results import PASS, STATUSES, UNSUPPORTED
@@ -47,6 +49,8 @@ SPEEDUP_RANGE = (-1.0, math.log2(3))
 SPEEDUP_TICKS = (0.5, 0.75, 1, 1.5, 2, 3)
 PASS_RATE_SCALE = [[0.0, "#d62728"], [0.5, "#fdd835"], [1.0, "#2ca02c"]]
 ROW_PX = 22
+# A dark corner, top right: a caveat the hatching and the bar do not show.
+CORNER_MARK = "linear-gradient(225deg, #212121 0 5px, transparent 5px)"
 TILE_PX = 17
 HEADER_PX = 190
 _MATRIX_CSS = f"""
@@ -60,6 +64,7 @@ table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
 table.zoo-matrix td.empty, .zoo-legend .not-run {{ background: {NOT_RUN_FILL};
     box-shadow: inset 0 0 0 1px {NOT_RUN_EDGE}; }}
 table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
+table.zoo-matrix td.caveat a, .zoo-legend .caveat {{ background-image: {CORNER_MARK}; }}
 table.zoo-matrix td.disturbed, .zoo-legend .disturbed {{ background-image:
     repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px); }}
 table.zoo-matrix th.config {{ vertical-align: bottom; }}
@@ -74,6 +79,15 @@ table.zoo-matrix tr.family th {{ text-align: left; font-weight: normal; color: #
 # The matrix's x categories can be long ("inductor/max-autotune-no-cudagraphs dyn=auto
 # bf16"); they sit on top, turned, so they stay visible above a tall page of rows.
 _CONFIG_AXIS = dict(side="top", tickangle=-35, showgrid=False, automargin=True, fixedrange=True)
+
+
+def rows_of(frame: pd.DataFrame) -> list[tuple]:
+    """The frame's rows as named tuples, read a column at a time: ``itertuples`` reads
+    pandas' Arrow-backed text columns value by value, which made most of the 0.1 s a page
+    of 1,000 matrix cells took to draw."""
+    row = collections.namedtuple("Row", frame.columns, rename=True)
+    columns = [frame[name].tolist() for name in frame.columns]
+    return list(map(row._make, zip(*columns, strict=True)))
 
 
 def _get(row, name: str, default):
@@ -141,49 +155,57 @@ def speedup_color(speedup: float) -> str:
 
 
 def _tooltip(row) -> str:
-    disturbed = (
-        f" (timing disturbed: a median {row.timing_disturbance:.2f}x its fastest sample)"
-        if _disturbed(row)
-        else ""
-    )
-    return "\n".join(
-        (
-            row.model_id,
-            row.config,
-            f"status: {row.status}",
-            f"speedup: {_text(row.speedup, '{:.2f}x')}{disturbed}",
-            *_gpu_lines(row),
-            f"graph breaks: {_text(row.graph_break_count, '{:.0f}')}",
-            f"compile: {_text(row.compile_s, '{:.1f} s')}",
-            f"memory ratio: {_text(row.memory_ratio, '{:.2f}')}",
-            f"family: {row.family or '–'}",
+    """A tile's hover text: what it is, then its numbers, then its caveats. Short: a page
+    holds up to 1,000 of them, and the browser reads each one on every redraw (a filter
+    change spent about a fifth of its time in the tooltips)."""
+    numbers = [
+        ("speedup {:.2f}x", row.speedup),
+        ("GPU-time speedup {:.2f}x", getattr(row, "gpu_speedup", None)),
+    ]
+    costs = [
+        ("compile {:.1f} s", row.compile_s),
+        ("memory ratio {:.2f}", row.memory_ratio),
+        ("graph breaks {:.0f}", row.graph_break_count),
+    ]
+    lines = [
+        row.model_id,
+        row.config,
+        " · ".join([row.status, *_present(numbers)]),
+        " · ".join(_present(costs)),
+    ]
+    for key in _caveat_keys(row):
+        detail = {
+            "disturbed": f": a median {row.timing_disturbance:.2f}x its fastest sample",
+            "launch-bound": ": the GPU-time speedup is the stable figure",
+        }.get(key, "")
+        lines.append(f"⚠ {cell_caveats.BY_KEY[key].badge}{detail}")
+    return "\n".join(line for line in lines if line)
+
+
+def _caveat_keys(row) -> list[str]:
+    """The row's caveats (``caveats.CAVEATS``): its ``caveats`` column, or for a frame
+    without one, its disturbed timing and launch-bound baseline."""
+    if hasattr(row, "caveats"):
+        return cell_caveats.keys(row.caveats)
+    return [
+        key
+        for key, on in (
+            ("disturbed", _disturbed(row)),
+            ("launch-bound", getattr(row, "bound", None) == cell_caveats.LAUNCH_BOUND),
         )
-    )
+        if on
+    ]
+
+
+def _present(values: list[tuple[str, object]]) -> list[str]:
+    """Each (format, value) formatted, those without a value left out."""
+    return [fmt.format(value) for fmt, value in values if value is not None and pd.notna(value)]
 
 
 def _disturbed(row) -> bool:
     """The cell's timing was disturbed (runner.matrix.labels): its speedup is unsure."""
     disturbance = getattr(row, "timing_disturbance", None)
     return disturbance is not None and pd.notna(disturbance) and is_disturbed(disturbance, 1.0)
-
-
-def _gpu_lines(row) -> list[str]:
-    """The GPU-time speedup, for cells that have one (a profiled call on a GPU)."""
-    speedup = getattr(row, "gpu_speedup", None)
-    if speedup is None or pd.isna(speedup):
-        return []
-    return [f"GPU-time speedup: {speedup:.2f}x{_bound_text(getattr(row, 'bound', None))}"]
-
-
-def _bound_text(bound) -> str:
-    if bound is None or pd.isna(bound):
-        return ""
-    if bound == "launch-bound":
-        return (
-            f" (launch-bound: eager wall time, even its fastest call, {LAUNCH_BOUND_RATIO:g}x "
-            "or more its GPU busy time; the GPU-time speedup is the stable figure)"
-        )
-    return f" ({bound})"
 
 
 def _tile_style(row, color_by: str) -> str:
@@ -222,12 +244,10 @@ def matrix_html(
     """
     # A row is a model, or a model on one device and size where the data holds several
     # (``row_id``: "timm/resnet50 · cpu tiny"); its links open the model.
-    rows_of = cells["row_id"] if "row_id" in cells else cells["model_id"]
-    by_cell = {
-        (row, cell.config): cell for row, cell in zip(rows_of, cells.itertuples(), strict=True)
-    }
-    family_of = dict(zip(rows_of, cells["family"], strict=False))
-    model_of = dict(zip(rows_of, cells["model_id"], strict=False))
+    row_ids = (cells["row_id"] if "row_id" in cells else cells["model_id"]).tolist()
+    by_cell = {(row, cell.config): cell for row, cell in zip(row_ids, rows_of(cells), strict=True)}
+    family_of = dict(zip(row_ids, cells["family"].tolist(), strict=False))
+    model_of = dict(zip(row_ids, cells["model_id"].tolist(), strict=False))
     several_families = len({family_of.get(model) for model in models}) > 1
     # Quoted once per model, config and filter set: 1,000 urlencode calls took 0.1 s.
     keep = html.escape("".join(f"&{urllib.parse.urlencode([pair])}" for pair in link_params))
@@ -262,8 +282,9 @@ def matrix_html(
             badges = [
                 name
                 for name, on in (
-                    ("launch-bound", getattr(row, "bound", None) == "launch-bound"),
+                    ("launch-bound", getattr(row, "bound", None) == cell_caveats.LAUNCH_BOUND),
                     ("disturbed", _disturbed(row)),
+                    ("caveat", bool(set(_caveat_keys(row)) & set(cell_caveats.CORNER))),
                 )
                 if on
             ]
@@ -309,7 +330,7 @@ def family_matrix_figure(
             _text(row.geomean_speedup, "{:.2f}x"),
             f"{row.models}",
         ]
-        for row in families.itertuples()
+        for row in rows_of(families)
     ]
     if color_by == "speedup":
         color = np.log2(families["geomean_speedup"].to_numpy(dtype=float))
@@ -464,9 +485,9 @@ _SWATCH = f"{_SWATCH_SHAPE};background-color:#9e9e9e"
 
 
 def _badge_legend(cells: pd.DataFrame) -> str:
-    rows = list(cells.itertuples())
-    disturbed = sum(_disturbed(row) for row in rows)
-    launch = sum(getattr(row, "bound", None) == "launch-bound" for row in rows)
+    disturbance = cells.get("timing_disturbance")
+    disturbed = 0 if disturbance is None else int((disturbance >= DISTURBED_RATIO).sum())
+    launch = int((cells["bound"] == "launch-bound").sum()) if "bound" in cells else 0
     parts = []
     if disturbed:
         parts.append(
@@ -477,7 +498,25 @@ def _badge_legend(cells: pd.DataFrame) -> str:
     if launch:
         parts.append(
             f'<span style="{_SWATCH};box-shadow:inset 0 -3px 0 #212121"></span> bar: '
-            f"launch-bound ({launch:,})"
+            f"launch-bound, its fastest eager call {LAUNCH_BOUND_RATIO:g}x its GPU busy time or "
+            f"more: the GPU-time speedup is the stable figure ({launch:,})"
+        )
+    corner = collections.Counter(
+        key
+        for value in cells.get("caveats", [])
+        for key in cell_caveats.keys(value)
+        if key in cell_caveats.CORNER
+    )
+    if corner:
+        named = ", ".join(
+            f"{cell_caveats.BY_KEY[key].badge} ({count:,})"
+            for key, count in sorted(
+                corner.items(), key=lambda kv: cell_caveats.CORNER.index(kv[0])
+            )
+        )
+        parts.append(
+            f'<span class="caveat" style="{_SWATCH}"></span> corner: {html.escape(named)}; '
+            "hover a cell for its caveats, open it for why"
         )
     return "".join(f" · {part}" for part in parts)
 
@@ -532,33 +571,43 @@ def speedup_histogram(points: pd.DataFrame) -> go.Figure:
     return fig
 
 
+def _speedups_by_backend(points: pd.DataFrame, x: str, x_hover: str) -> go.Figure:
+    """The passing cells' speedups (y) against their column ``x``, a trace (a colour) a
+    backend, a cell with a caveat on its numbers hollow (``caveat``, where the frame has
+    it); the hover names the model and config, then ``x_hover``."""
+    fig = go.Figure()
+    for backend, group in points.groupby("backend", sort=True):
+        hollow = group["caveat"].fillna(False) if "caveat" in group else [False] * len(group)
+        fig.add_trace(
+            go.Scattergl(
+                x=group[x],
+                y=group["speedup"],
+                mode="markers",
+                name=_label(backend),
+                marker=dict(
+                    size=7,
+                    opacity=0.7,
+                    symbol=["circle-open" if off else "circle" for off in hollow],
+                ),
+                customdata=group[["model_id", "config"]].map(_label).to_numpy(),
+                hovertemplate=(
+                    "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"
+                    f"<br>{x_hover}<extra></extra>"
+                ),
+            )
+        )
+    fig.update_layout(height=420, margin=dict(t=30), legend_title_text="backend")
+    return fig
+
+
 def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
     """Speedup against compile time, one colour per backend (log compile-time axis)."""
     if points.empty or points["compile_s"].isna().all():
         return _empty("No passing cells with a compile time.")
-    fig = go.Figure()
-    for backend, group in points.groupby("backend", sort=True):
-        fig.add_trace(
-            go.Scattergl(
-                x=group["compile_s"],
-                y=group["speedup"],
-                mode="markers",
-                name=_label(backend),
-                marker=dict(size=7, opacity=0.7),
-                customdata=group[["model_id", "config"]].map(_label).to_numpy(),
-                hovertemplate=(
-                    "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"
-                    "<br>compile %{x:.1f} s<extra></extra>"
-                ),
-            )
-        )
+    fig = _speedups_by_backend(points, "compile_s", "compile %{x:.1f} s")
     fig.add_hline(y=1, line=dict(color="#616161", dash="dash"))
     fig.update_layout(
-        xaxis=dict(type="log", title="compile time (s, log scale)"),
-        yaxis_title="speedup",
-        height=420,
-        margin=dict(t=30),
-        legend_title_text="backend",
+        xaxis=dict(type="log", title="compile time (s, log scale)"), yaxis_title="speedup"
     )
     return fig
 
@@ -665,4 +714,253 @@ def config_scatter(shared: pd.DataFrame, a: str, b: str) -> go.Figure:
         height=480,
         margin=dict(t=30),
     )
+    return fig
+
+
+# -- Summary: a config a row (pass rates, distributions) and sweeps over time --
+
+
+def series_label(config: str, variant: str | None = None) -> str:
+    """A config's name, with its device and size where the data holds several."""
+    return f"{config} · {variant}" if isinstance(variant, str) and variant else config
+
+
+def _series(frame: pd.DataFrame) -> list[str]:
+    """Each row's config (and variant) as plotly category text: escaped, so that the
+    axis and the hover show it as it is (plotly reads tags in category names)."""
+    variants = frame["variant"] if "variant" in frame else [None] * len(frame)
+    return [
+        _label(series_label(config, variant))
+        for config, variant in zip(frame["config"], variants, strict=True)
+    ]
+
+
+PANEL_ROW_PX = 28
+# A colour a config in the sweeps chart, the same in both its panels.
+TREND_COLORS = (
+    "#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d",
+    "#ff9da6", "#bab0ac",
+)  # fmt: skip
+# Ticks of log axes, a few a decade: plotly's own label 2 and 5 of every decade.
+SPEEDUP_AXIS_TICKS = (0.1, 0.25, 0.5, 1, 2, 4, 8, 16)
+COMPILE_AXIS_TICKS = (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000, 3000)
+MEMORY_AXIS_TICKS = (0.1, 0.25, 0.5, 1, 2, 4, 8)
+
+
+def _log_ticks(frame: pd.DataFrame, name: str, ticks, fmt: str) -> dict:
+    """``tickvals``/``ticktext`` of ``ticks`` within the range of ``{name}_min`` to
+    ``{name}_max`` (one below and one above, so the data lies between two)."""
+    if frame.empty:
+        return {}
+    low, high = float(frame[f"{name}_min"].min()), float(frame[f"{name}_max"].max())
+    return _ticks_between(low, high, ticks, fmt)
+
+
+def _ticks_between(low: float, high: float, ticks, fmt: str) -> dict:
+    below = [t for t in ticks if t <= low][-1:]
+    above = [t for t in ticks if t >= high][:1]
+    shown = below + [t for t in ticks if low < t < high] + above
+    return dict(tickvals=shown, ticktext=[fmt.format(t) for t in shown])
+
+
+def config_panels(rates: pd.DataFrame, spread: pd.DataFrame) -> go.Figure:
+    """A row a config, three panels beside its name: its pass rate as a bar (over its
+    attempted cells, the unsupported and not-run named beside it; no bar where nothing
+    was attempted), and boxes of its passing cells' speedups and compile times on log
+    axes (the box from the first to the third quartile, the line at the median, the
+    whiskers to the smallest and the largest).
+
+    ``rates`` has config (and variant), passed, attempted, unsupported and not_run in
+    the order to draw; ``spread`` the same configs' quartiles (``speedup_q1``, ...,
+    ``compile_max``, ``*_n`` the cells they are over: ``queries.DISTRIBUTIONS``).
+    """
+    from plotly.subplots import make_subplots
+
+    if rates.empty:
+        return _empty("No cells.")
+    rows = _series(rates)
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        shared_yaxes=True,
+        horizontal_spacing=0.05,
+        column_widths=[0.36, 0.32, 0.32],
+        subplot_titles=(
+            "pass rate (of the attempted cells)",
+            "speedup, passing cells (log)",
+            "compile time, s (log)",
+        ),
+    )
+    rate = [categories.pass_rate(int(row.passed), int(row.attempted)) for row in rows_of(rates)]
+    fig.add_trace(
+        go.Bar(
+            y=rows,
+            x=[0 if r is None else r for r in rate],
+            orientation="h",
+            text=[
+                categories.pass_rate_text(
+                    int(row.passed), int(row.attempted), int(row.unsupported), int(row.not_run)
+                )
+                for row in rows_of(rates)
+            ],
+            # Inside a long bar, beside a short one (or none: nothing attempted).
+            textposition=["inside" if r is not None and r >= 0.5 else "outside" for r in rate],
+            insidetextanchor="start",
+            cliponaxis=False,
+            marker=dict(
+                color=[math.nan if r is None else r for r in rate],
+                colorscale=PASS_RATE_SCALE,
+                cmin=0,
+                cmax=1,
+            ),
+            hovertemplate="%{y}<br>pass rate %{text}<extra></extra>",
+            showlegend=False,
+        ),
+        row=1,
+        col=1,
+    )
+    for col, name, ticks, fmt in (
+        (2, "speedup", SPEEDUP_AXIS_TICKS, "{:g}x"),
+        (3, "compile", COMPILE_AXIS_TICKS, "{:g}"),
+    ):
+        timed = spread[spread[f"{name}_n"] > 0]
+        fig.add_trace(
+            go.Box(
+                y=_series(timed),
+                q1=timed[f"{name}_q1"],
+                median=timed[f"{name}_median"],
+                q3=timed[f"{name}_q3"],
+                lowerfence=timed[f"{name}_min"],
+                upperfence=timed[f"{name}_max"],
+                orientation="h",
+                marker_color="#4c78a8",
+                boxpoints=False,
+                name=name,
+                showlegend=False,
+            ),
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(type="log", **_log_ticks(timed, name, ticks, fmt), row=1, col=col)
+    fig.add_vline(x=1, line=dict(color="#616161", dash="dash"), row=1, col=2)
+    fig.update_xaxes(range=[0, 1], tickformat=".0%", row=1, col=1)
+    fig.update_yaxes(
+        type="category",
+        categoryorder="array",
+        categoryarray=rows,
+        autorange="reversed",
+        automargin=True,
+    )
+    fig.update_layout(height=120 + PANEL_ROW_PX * len(rows), margin=dict(t=40, b=30))
+    return fig
+
+
+def _with_one(values: pd.Series) -> tuple[float, float]:
+    """The smallest and largest of ``values`` and 1 (the line a log axis is read by)."""
+    return min(float(values.min()), 1.0), max(float(values.max()), 1.0)
+
+
+def _log_range(values: pd.Series) -> list[float]:
+    """A log axis's range (log10) over ``values`` and 1, with a margin."""
+    low, high = _with_one(values)
+    return [math.log10(low) - 0.08, math.log10(high) + 0.08]
+
+
+def speedup_vs_memory(points: pd.DataFrame) -> go.Figure:
+    """Speedup against memory ratio (compiled over eager peak), one colour per backend,
+    log axes, lines at 1 on each: above the horizontal line faster, left of the vertical
+    one less memory."""
+    points = points[points["memory_ratio"] > 0]
+    if points.empty:
+        return _empty("No passing cells with a memory ratio.")
+    fig = _speedups_by_backend(points, "memory_ratio", "memory ratio %{x:.2f}")
+    for add in (fig.add_hline, fig.add_vline):
+        add(1, line=dict(color="#616161", dash="dash"))
+    for x, y, anchor, text in (
+        (0.01, 0.99, "left", "faster, less memory"),
+        (0.99, 0.01, "right", "slower, more memory"),
+    ):
+        fig.add_annotation(
+            x=x, y=y, xref="paper", yref="paper", xanchor=anchor, showarrow=False, text=text,
+            font=dict(color="#616161"),
+        )  # fmt: skip
+    fig.update_layout(
+        xaxis=dict(
+            type="log",
+            range=_log_range(points["memory_ratio"]),
+            title="memory ratio (compiled / eager peak allocated, log scale)",
+            **_ticks_between(*_with_one(points["memory_ratio"]), MEMORY_AXIS_TICKS, "{:g}"),
+        ),
+        yaxis=dict(
+            type="log",
+            range=_log_range(points["speedup"]),
+            title="speedup (log scale)",
+            **_ticks_between(*_with_one(points["speedup"]), SPEEDUP_AXIS_TICKS, "{:g}x"),
+        ),
+    )
+    return fig
+
+
+def sweep_trends(trends: pd.DataFrame) -> go.Figure:
+    """Pass rate (top) and geomean speedup (bottom) of each config in each sweep that
+    recorded it, a line a config through its sweeps, the sweeps in the order they began;
+    a marker's size grows with the sweep's models, and the hover says how many (a sweep
+    of other models moves a line too)."""
+    from plotly.subplots import make_subplots
+
+    if trends.empty:
+        return _empty("No config was recorded by more than one sweep.")
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.1,
+        row_heights=[0.4, 0.6],
+        subplot_titles=("pass rate (of the attempted cells)", "geomean speedup (passing cells)"),
+    )
+    trends = trends.assign(series=_series(trends), x=trends["sweep"].map(_label))
+    sweeps = list(dict.fromkeys(trends.sort_values("first_recorded", kind="stable")["x"]))
+    colors = itertools.cycle(TREND_COLORS)
+    for series, group in trends.groupby("series", sort=False):
+        color = next(colors)
+        rates = [
+            categories.pass_rate(int(row.passed), int(row.attempted)) for row in rows_of(group)
+        ]
+        custom = [
+            [
+                f"{row.models:,}",
+                categories.pass_rate_text(int(row.passed), int(row.attempted)),
+                _text(row.geomean_speedup, "{:.2f}x"),
+                f"{row.first_recorded:%Y-%m-%d %H:%M}",
+            ]
+            for row in rows_of(group)
+        ]
+        hover = (
+            f"<b>{series}</b><br>sweep %{{x}}, from %{{customdata[3]}} "
+            "(%{customdata[0]} models)<br>pass rate %{customdata[1]}"
+            "<br>geomean speedup %{customdata[2]}<extra></extra>"
+        )
+        sizes = [min(18.0, 5 + 1.2 * math.sqrt(models)) for models in group["models"]]
+        for row, values in ((1, rates), (2, group["geomean_speedup"])):
+            fig.add_trace(
+                go.Scatter(
+                    x=group["x"],
+                    y=[math.nan if v is None else v for v in values],
+                    mode="lines+markers",
+                    name=series,
+                    legendgroup=series,
+                    showlegend=row == 1,
+                    line=dict(color=color),
+                    marker=dict(color=color, size=sizes),
+                    customdata=custom,
+                    hovertemplate=hover,
+                ),
+                row=row,
+                col=1,
+            )
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=sweeps)
+    fig.update_xaxes(tickangle=-30, automargin=True, row=2, col=1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="speedup", row=2, col=1)
+    fig.update_layout(height=640, margin=dict(t=40), legend=dict(orientation="h", y=-0.3, x=0))
     return fig

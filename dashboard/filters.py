@@ -20,6 +20,7 @@ from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import STATUSES
 
 SEARCH_KEY = "q"
+MORE_KEY = "_more_filters"
 SEARCH_MAX_CHARS = 100
 # Shown first in the sidebar; the rest sit under "More filters".
 MAIN_FILTERS = ("status", "family", "backend", "mode")
@@ -240,9 +241,14 @@ def sidebar(facets: Facets) -> Filters:
             # A bound widget's value is in the session only once it is drawn: a filter that
             # came with the address opens the expander too, so that it is seen.
             active = any(st.session_state.get(name) or url_values(name) for name in more)
-            with st.expander("More filters", expanded=active):
-                for name in more:
-                    chosen[name] = _multiselect(name, facets)
+            expander = st.expander("More filters", expanded=active, key=MORE_KEY, on_change="rerun")
+            # Its widgets are drawn only while it is open or one of them holds a value:
+            # a closed one's would be redrawn on every rerun for nothing (seven
+            # multiselects over the shipped sweep, the heaviest widgets of a page).
+            if expander.open or active:
+                with expander:
+                    for name in more:
+                        chosen[name] = _multiselect(name, facets)
         st.button(
             "Clear filters",
             on_click=_clear,

@@ -1,12 +1,9 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+from dashboard import caveats
+from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.store.schema import latest_row
-
-LAUNCH_BOUND = "launch-bound"
-GPU_BOUND = "gpu-bound"
-DISTURBED = "disturbed"
-STEADY = "steady"
 
 
 def _disturbance(alias: str) -> str:
@@ -76,7 +73,9 @@ PREPARE = (
             -- disturbed: its speedup is not to be trusted (a filter and a badge)
             {_timing(_disturbance("r"))} AS timing,
             r.gpu_speedup, r.eager_gpu_ms, r.compiled_gpu_ms, r.eager_kernels,
-            r.compiled_kernels,
+            r.compiled_kernels, r.precision_treatment,
+            coalesce(contains(r.notes, '{caveats.FIRST_SWEEP_XLA_NOTE}'), false)
+                AS xla_first_sweep,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)
             CASE WHEN r.eager_gpu_ms > 0 THEN
@@ -88,10 +87,19 @@ PREPARE = (
         CROSS JOIN axes
         LEFT JOIN runs u ON u.run_id = r.run_id
         LEFT JOIN environments e ON e.env_id = r.env_id
+    ),
+    rowed AS (
+        SELECT *,
+            CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END AS row_id
+        FROM labelled
+    ),
+    -- a matrix cell recorded in several environments shows its newest row
+    env_counts AS (
+        SELECT row_id, config, count(DISTINCT env_id) AS environments
+        FROM rowed GROUP BY row_id, config
     )
-    SELECT *, CASE WHEN variant = '' THEN model_id ELSE model_id || ' · ' || variant END
-        AS row_id
-    FROM labelled
+    SELECT *, {caveats.sql()} AS caveats
+    FROM rowed JOIN env_counts USING (row_id, config)
     """,
     # A group-by picks the newest rows several times faster than a window over them all.
     """
@@ -108,7 +116,7 @@ PREPARE = (
 # lists of accepted values (empty: any) and a case-insensitive search text. With runs
 # chosen, the newest row of each matrix cell among those runs counts; the status filter
 # applies to that row.
-_CHOSEN = """
+_PARAMS = """
     params AS (
         SELECT
             $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
@@ -119,10 +127,42 @@ _CHOSEN = """
             $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
             $timing::VARCHAR[] AS timing,
             lower($search::VARCHAR) AS search
-    ),
+    )
+"""
+
+
+def _matches(alias: str) -> str:
+    """Whether row ``alias`` passes every filter but the run's (and params ``p``)."""
+    return f"""
+        (len(p.suite) = 0 OR list_contains(p.suite, {alias}.suite))
+            AND (len(p.family) = 0 OR list_contains(p.family, {alias}.family))
+            AND (len(p.status) = 0 OR list_contains(p.status, {alias}.status))
+            AND (len(p.backend) = 0 OR list_contains(p.backend, {alias}.backend))
+            AND (len(p.mode) = 0 OR list_contains(p.mode, {alias}.mode))
+            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, {alias}.dynamic))
+            AND (len(p.precision) = 0 OR list_contains(p.precision, {alias}.precision))
+            AND (len(p.step) = 0 OR list_contains(p.step, {alias}.step))
+            AND (len(p.size) = 0 OR list_contains(p.size, {alias}.size))
+            AND (len(p.device) = 0 OR list_contains(p.device, {alias}.device))
+            AND (len(p.bound) = 0 OR list_contains(p.bound, {alias}.bound))
+            AND (len(p.timing) = 0 OR list_contains(p.timing, {alias}.timing))
+            AND (p.search = '' OR contains(lower({alias}.model_id), p.search))
+    """
+
+
+def _in_runs(alias: str) -> str:
+    """Whether row ``alias`` is of a chosen run or label (any, when none is chosen)."""
+    return (
+        f"(len(p.run) = 0 OR list_contains(p.run, {alias}.run_id) "
+        f"OR list_contains(p.run, {alias}.label))"
+    )
+
+
+_CHOSEN = f"""
+    {_PARAMS},
     in_runs AS (
         SELECT c.* FROM cells c, params p
-        WHERE len(p.run) > 0 AND (list_contains(p.run, c.run_id) OR list_contains(p.run, c.label))
+        WHERE len(p.run) > 0 AND {_in_runs("c")}
     ),
     scoped AS (
         SELECT l.* FROM latest_cells l, params p WHERE len(p.run) = 0
@@ -135,19 +175,7 @@ _CHOSEN = """
     ),
     chosen AS (
         SELECT s.* FROM scoped s, params p
-        WHERE (len(p.suite) = 0 OR list_contains(p.suite, s.suite))
-            AND (len(p.family) = 0 OR list_contains(p.family, s.family))
-            AND (len(p.status) = 0 OR list_contains(p.status, s.status))
-            AND (len(p.backend) = 0 OR list_contains(p.backend, s.backend))
-            AND (len(p.mode) = 0 OR list_contains(p.mode, s.mode))
-            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, s.dynamic))
-            AND (len(p.precision) = 0 OR list_contains(p.precision, s.precision))
-            AND (len(p.step) = 0 OR list_contains(p.step, s.step))
-            AND (len(p.size) = 0 OR list_contains(p.size, s.size))
-            AND (len(p.device) = 0 OR list_contains(p.device, s.device))
-            AND (len(p.bound) = 0 OR list_contains(p.bound, s.bound))
-            AND (len(p.timing) = 0 OR list_contains(p.timing, s.timing))
-            AND (p.search = '' OR contains(lower(s.model_id), p.search))
+        WHERE {_matches("s")}
     )
 """
 
@@ -231,7 +259,7 @@ page AS (
 SELECT
     c.row_id, c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
     c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
-    c.gpu_speedup, c.bound
+    c.gpu_speedup, c.bound, c.caveats
 FROM chosen c SEMI JOIN page USING (row_id)
 ORDER BY c.family, c.row_id, c.config
 """
@@ -263,8 +291,9 @@ SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
     compile_s, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms, gpu_speedup,
-    eager_kernels, compiled_kernels, bound, timing_disturbance, timing, memory_ratio,
-    accuracy_pass, torch, gpu, run_id, label, recorded_at
+    eager_kernels, compiled_kernels, bound, timing_disturbance, timing,
+    array_to_string(caveats, '; ') AS caveats, memory_ratio, accuracy_pass, torch, gpu,
+    env_id, run_id, label, recorded_at
 FROM chosen
 ORDER BY family, model_id, config
 """
@@ -298,10 +327,72 @@ GROUP BY suite, variant, config
 # $max_points (ordered by a hash, so the same filters always draw the same points).
 SPEEDUP_POINTS = f"""
 WITH {_CHOSEN}
-SELECT model_id, config, backend, speedup, compile_s FROM chosen
+SELECT
+    row_id AS model_id, config, backend, speedup, compile_s, memory_ratio,
+    len(caveats) > 0 AS caveat
+FROM chosen
 WHERE status = 'pass' AND speedup > 0
 ORDER BY hash(model_id, config)
 LIMIT $max_points
+"""
+
+# Per config, over all its passing cells (not a sample): the quartiles, fastest and
+# slowest of the speedup and of the compile time, for box plots drawn from them.
+_QUARTILES = """
+    count(*) FILTER (WHERE {where}) AS {name}_n,
+    min({value}) FILTER (WHERE {where}) AS {name}_min,
+    quantile_cont({value}, 0.25) FILTER (WHERE {where}) AS {name}_q1,
+    median({value}) FILTER (WHERE {where}) AS {name}_median,
+    quantile_cont({value}, 0.75) FILTER (WHERE {where}) AS {name}_q3,
+    max({value}) FILTER (WHERE {where}) AS {name}_max
+"""
+_SPEEDUPS = _QUARTILES.format(
+    name="speedup", value="speedup", where="status = 'pass' AND speedup > 0"
+)
+_COMPILES = _QUARTILES.format(
+    name="compile", value="compile_s", where="status = 'pass' AND compile_s > 0"
+)
+DISTRIBUTIONS = f"""
+WITH {_CHOSEN}
+SELECT
+    config, variant, any_value(backend) AS backend, any_value(mode) AS mode,
+    any_value(dynamic) AS dynamic, any_value(precision) AS precision,
+    {_SPEEDUPS}, {_COMPILES}
+FROM chosen
+GROUP BY config, variant
+"""
+
+# Pass rate and geomean speedup of each config in each sweep (a label, or a run without
+# one) that recorded it, for configs recorded by two sweeps or more: every row counts,
+# not only the newest, each model's newest row within the sweep. The filters apply to
+# every row as they do to the newest ones elsewhere.
+SWEEP_TRENDS = f"""
+WITH {_PARAMS},
+swept AS (
+    SELECT c.*, CASE WHEN c.label <> '' THEN c.label ELSE 'run ' || c.run_id[:8] END AS sweep
+    FROM cells c, params p
+    WHERE {_in_runs("c")} AND {_matches("c")}
+),
+newest AS (
+    SELECT * FROM swept
+    QUALIFY row_number() OVER (
+        PARTITION BY sweep, row_id, config ORDER BY recorded_at DESC, result_id DESC
+    ) = 1
+)
+SELECT
+    config, variant, sweep, min(recorded_at) AS first_recorded,
+    max(recorded_at) AS last_recorded,
+    any_value(backend) AS backend, any_value(mode) AS mode, any_value(dynamic) AS dynamic,
+    any_value(precision) AS precision,
+    count(DISTINCT row_id) AS models,
+    count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status <> 'unsupported') AS attempted,
+    count(*) FILTER (WHERE status = 'pass' AND speedup > 0) AS timed,
+    exp(avg(ln(speedup)) FILTER (WHERE status = 'pass' AND speedup > 0)) AS geomean_speedup
+FROM newest
+GROUP BY config, variant, sweep
+QUALIFY count(*) OVER (PARTITION BY config, variant) > 1
+ORDER BY config, variant, first_recorded, sweep
 """
 
 # Failing cells grouped by their normalized error signature (the status when none);
@@ -345,7 +436,9 @@ MODEL_CELLS = f"""
 WITH params AS (SELECT $run::VARCHAR[] AS run)
 SELECT
     r.* EXCLUDE (eager_samples_ms, compiled_samples_ms),
-    c.config, c.label, c.torch, c.gpu, c.bound, c.timing
+    c.config, c.label, c.torch, c.gpu, c.bound, c.timing, c.caveats, c.environments,
+    -- the row the Matrix and the Leaderboard show for its model and config
+    c.result_id IN (SELECT result_id FROM latest_cells) AS shown
 FROM results r
 JOIN cells c USING (result_id)
 CROSS JOIN params p
@@ -497,7 +590,7 @@ LEADERBOARD_VIEWS = tuple(_LEADERBOARD_VIEWS)
 _LEADERBOARD_COLUMNS = """
     model_id, row_id, config, status, speedup, gpu_speedup, compile_s, eager_ms, compiled_ms,
     eager_peak_alloc_mb, compiled_peak_alloc_mb, memory_ratio, graph_break_count, timing,
-    timing_disturbance, bound, backend, device, size
+    timing_disturbance, bound, caveats, backend, device, size
 """
 # The first $limit rows of each view, and how many it holds in all.
 LEADERBOARD = {

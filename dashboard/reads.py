@@ -145,8 +145,14 @@ def matrix_shape(db: Database, filters: Filters) -> MatrixShape:
     )
 
 
+# Models a page of the matrix shows.
+MATRIX_ROWS = 50
+
+
 @_cached
-def matrix_cells(db: Database, filters: Filters, page: int, per_page: int) -> pd.DataFrame:
+def matrix_cells(
+    db: Database, filters: Filters, page: int, per_page: int = MATRIX_ROWS
+) -> pd.DataFrame:
     params = {**filters.params(), "limit": per_page, "offset": (page - 1) * per_page}
     return db.query(queries.MATRIX_CELLS, params)
 
@@ -181,6 +187,49 @@ def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
     return db.query(queries.SPEEDUP_POINTS, {**filters.params(), "max_points": SPEEDUP_MAX_POINTS})
 
 
+def _in_config_order(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows by device and size, then config in the CLI's axis order."""
+    frame = frame.reset_index(drop=True)
+    order = sorted(
+        range(len(frame)), key=lambda i: (frame["variant"][i], config_order(frame.iloc[i]))
+    )
+    return frame.iloc[order].reset_index(drop=True)
+
+
+@_cached
+def distributions(db: Database, filters: Filters) -> pd.DataFrame:
+    """Per config: quartiles, smallest and largest speedup and compile time of its
+    passing cells (``queries.DISTRIBUTIONS``)."""
+    return _in_config_order(db.query(queries.DISTRIBUTIONS, filters.params()))
+
+
+@_cached
+def sweep_trends(db: Database, filters: Filters) -> pd.DataFrame:
+    """Pass rate and geomean speedup per config and sweep, for configs of several sweeps."""
+    frame = db.query(queries.SWEEP_TRENDS, filters.params())
+    firsts = frame.drop_duplicates(["config", "variant"])
+    order = {
+        (row["config"], row["variant"]): rank
+        for rank, row in enumerate(_in_config_order(firsts).to_dict("records"))
+    }
+    rank = [order[key] for key in zip(frame["config"], frame["variant"], strict=True)]
+    return (
+        frame.assign(_rank=rank)
+        .sort_values(["_rank", "first_recorded", "sweep"], kind="stable")
+        .drop(columns="_rank")
+        .reset_index(drop=True)
+    )
+
+
+def pass_rates(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's rows (per suite and config) added up per config (and device and
+    size), in config order."""
+    counts = ["passed", "attempted", "unsupported", "not_run"]
+    axes = ["variant", "config", "backend", "mode", "dynamic", "precision"]
+    added = summary.groupby(axes, sort=False, dropna=False)[counts].sum().reset_index()
+    return _in_config_order(added.astype({name: int for name in counts}))
+
+
 @_cached
 def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
     return db.query(queries.FAILURE_GROUPS, filters.params())
@@ -190,10 +239,13 @@ LEADERBOARD_ROWS = 1_000
 
 
 @_cached
-def leaderboard(db: Database, filters: Filters, view: str) -> pd.DataFrame:
-    """The first ``LEADERBOARD_ROWS`` cells of a quick view (``queries.LEADERBOARD_VIEWS``),
+def leaderboard(
+    db: Database, filters: Filters, view: str, limit: int | None = LEADERBOARD_ROWS
+) -> pd.DataFrame:
+    """The first ``limit`` cells (None: all) of a quick view (``queries.LEADERBOARD_VIEWS``),
     each with ``matching``: how many the view holds in all."""
-    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": LEADERBOARD_ROWS})
+    rows = 2**62 if limit is None else limit
+    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": rows})
 
 
 @_cached
@@ -250,6 +302,12 @@ def current_view() -> View:
 
 # Number formats of the tables: a speedup, seconds, milliseconds, a ratio, megabytes.
 TIMES, SECONDS, MS, RATIO, MB = "%.2fx", "%.1f", "%.3f", "%.2f", "%.0f"
+
+
+def show_table(frame: pd.DataFrame, **options):
+    """``st.dataframe`` of ``frame`` without its index, a missing value shown as "–"
+    (Streamlit's own is a grey "None") in a column that still sorts by its numbers."""
+    return st.dataframe(frame, hide_index=True, placeholder="–", **options)
 
 
 def number_columns(**formats: str) -> dict:

@@ -6,8 +6,9 @@ it would read every result into DuckDB (seconds for 200,000 rows) while the firs
 visitor waits. Here a thread does that as the server starts, into the same cache the
 app reads (``reads.database``, one per process), imports what the pages need, and reads
 what every page shows whatever its filters (the header's counts and the filters'
-options). Everything that depends on a page or its filters is still read, and cached,
-when a browser first asks for it.
+options) and the first page of the unfiltered matrix, the address a first visit opens.
+Everything else that depends on a page or its filters is read, and cached, when a
+browser first asks for it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def preload() -> None:
     import streamlit as st
 
     from dashboard import charts, reads  # noqa: F401  (imported for the first request)
+    from dashboard.filters import Filters
 
     # Streamlit warns that this thread runs no script; it need not.
     context_log = logging.getLogger("streamlit.runtime.scriptrunner_utils.script_run_context")
@@ -43,9 +45,12 @@ def preload() -> None:
         db = reads.database()
         if not db.error:
             # The header and the filters' options: every page asks for them first, whatever
-            # its filters, and they depend on the data alone.
+            # its filters, and they depend on the data alone; then the first page of the
+            # matrix without filters, what a first visit shows.
             reads.overview(db)
             reads.facets(db)
+            reads.matrix_shape(db, Filters())
+            reads.matrix_cells(db, Filters(), 1)
     finally:
         context_log.setLevel(level)
     outcome = f"error: {db.error}" if db.error else f"{db.sources.parquet_files} parquet files"

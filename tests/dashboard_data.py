@@ -264,3 +264,52 @@ def build_hostile(root: Path, host: str) -> tuple[Path, Path]:
     user.start_run(other)
     user.write_results(other.run_id, [cell("resnet18", "resnet", "inductor", "pass")])
     return root / "runs", root / "zoo.duckdb"
+
+
+CAVEATS_LABEL = "caveats"
+OTHER_ENV = dict(ENV, env_id="env-other-machine", torchax="0.0.13")
+
+
+def build_caveats(root: Path) -> tuple[Path, Path]:
+    """``build`` and a run ("caveats") of cells whose numbers carry a caveat: an export
+    cell recorded under autocast (it ran in fp32), an XLA fp32 cell timed by the first
+    sweep's protocol, an XLA cell whose eager baseline read slow, and resnet18's inductor
+    cell again in another environment (newer, so it is the one shown)."""
+    runs_dir, db_path = build(root)
+    store = Store.open(db_path)
+    store.record_environment(OTHER_ENV)
+    run = RunRecord(label=CAVEATS_LABEL, command="zoo-run", status="finished")
+    store.start_run(run)
+    exported = cell(
+        "resnet18",
+        "resnet",
+        "export",
+        "pass",
+        **timed(0.7, 2.0),
+        precision_treatment="autocast bf16",
+    )
+    exported.mode, exported.cell_key = "non-strict", exported.cell_key + "-export"
+    first_sweep = cell(
+        "vit_tiny_patch16_224",
+        "vision_transformer",
+        "xla",
+        "pass",
+        "fp32",
+        **timed(1.4, 20.0),
+        precision_treatment="fp32, tf32 off",
+        notes="eager timed in a process without JAX, then XLA here: not interleaved",
+    )
+    slow = dict(timed(2.5, 9.0), eager_samples_ms=[6.0, 9.9, 10.0, 10.1])
+    baseline = cell(
+        "convnext_atto",
+        "convnext",
+        "xla",
+        "pass",
+        **slow,
+        precision_treatment="cast bf16 (model and inputs, eager too)",
+    )
+    elsewhere = cell("resnet18", "resnet", "inductor", "pass", **timed(1.2, 10.0))
+    elsewhere.env_id, elsewhere.cell_key = OTHER_ENV["env_id"], elsewhere.cell_key + "-other"
+    store.write_results(run.run_id, [exported, first_sweep, baseline, elsewhere])  # fmt: skip
+    store.finish_run(run.run_id, "finished", 4)
+    return runs_dir, db_path

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from dashboard import charts, reads, reproduce
+from dashboard import caveats, charts, docs, ranking, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
@@ -33,6 +33,7 @@ from tests.dashboard_data import (
     SIGNATURE,
     XLA_REASON,
     build,
+    build_caveats,
     build_hostile,
     build_zoo,
     cell,
@@ -148,9 +149,9 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     # timm/b under inductor/default: the third tile (rows first, configs in order).
     _, link, tooltip = tiles[2]
     assert html.unescape(tooltip).splitlines() == [
-        "timm/b", "inductor/default", "status: pass",
-        "speedup: 0.80x (timing disturbed: a median 1.50x its fastest sample)", "graph breaks: 2",
-        "compile: 5.0 s", "memory ratio: 1.10", "family: fa",
+        "timm/b", "inductor/default", "pass · speedup 0.80x",
+        "compile 5.0 s · memory ratio 1.10 · graph breaks 2",
+        "⚠ timing disturbed: a median 1.50x its fastest sample",
     ]  # fmt: skip
     target = urllib.parse.urlsplit(html.unescape(link))
     assert target.path == "detail"
@@ -451,6 +452,18 @@ def test_active_filters_are_chips_and_unknown_url_values_are_named(app):
     assert len(_tiles(matrix_page(at))) == 2
 
 
+def test_more_filters_are_drawn_only_when_open_or_holding_a_value(app):
+    at = no_exception(app.run())
+    (more,) = [e for e in at.expander if e.label == "More filters"]
+    drawn = {widget.key for widget in at.multiselect}
+    # Closed and empty: its multiselects are not redrawn on every rerun.
+    assert not more.proto.expanded and "timing" not in drawn and "status" in drawn
+    opened = AppTest.from_file(str(APP), default_timeout=60)
+    opened.query_params["timing"] = "steady"
+    opened = no_exception(opened.run())
+    assert opened.multiselect(key="timing").value == ["steady"]
+
+
 def test_an_unknown_model_in_the_url_is_named(app):
     app.query_params["model"] = "timm/nope"
     at = no_exception(app.switch_page("pages_/detail.py").run())
@@ -508,9 +521,36 @@ def test_summary_page(app):
     # convnext has no aot_eager cell: not run, beside the pass rate.
     assert table.loc["aot_eager dyn=false bf16", "not run"] == 1
     assert "None" not in table.to_string() and "nan" not in table.to_string()
-    histogram, scatter = plotly_figures(at)
+    panels, memory, histogram, trends, scatter = plotly_figures(at)
     assert sum(histogram.data[0].y) == 3
     assert {trace.name for trace in scatter.data} == {"inductor", "aot_eager"}
+    # Per config: the pass rate as a bar (inductor 1 of 3: resnet18 passes, vit and
+    # convnext fail), the speedups and compile times of the passing cells as boxes.
+    bars, speedups, compiles = panels.data
+    inductor, aot_eager = "inductor/default dyn=false bf16", "aot_eager dyn=false bf16"
+    rates = dict(zip(bars.y, bars.x, strict=True))
+    assert rates == {inductor: pytest.approx(1 / 3), aot_eager: 1.0}
+    assert list(bars.text) == ["33% (1/3)", "100% (2/2) · 1 not run"]
+    assert dict(zip(speedups.y, speedups.median, strict=True)) == {
+        inductor: 1.5, aot_eager: pytest.approx(1.06),
+    }  # fmt: skip
+    assert dict(zip(compiles.y, compiles.upperfence, strict=True)) == {
+        inductor: 12.0, aot_eager: 4.0,
+    }  # fmt: skip
+    assert panels.layout.xaxis2.type == "log" and panels.layout.xaxis3.type == "log"
+    # Speedup against memory ratio, log-log, a trace a backend.
+    assert memory.layout.xaxis.type == memory.layout.yaxis.type == "log"
+    assert sorted(x for trace in memory.data for x in trace.x) == [0.8, 0.8, 0.8]
+    # The vit aot_eager cell's timing was disturbed: its point is hollow.
+    (aot,) = [trace for trace in memory.data if trace.name == "aot_eager"]
+    marks = dict(zip((round(y, 2) for y in aot.y), aot.marker.symbol, strict=True))
+    assert marks == {1.02: "circle", 1.1: "circle-open"}
+    # Both configs were recorded by the runs "nightly" and "rerun": a point each.
+    lines = {(t.name, t.yaxis): t for t in trends.data}
+    assert list(lines[aot_eager, "y"].x) == ["nightly", "rerun"]
+    assert list(lines[aot_eager, "y2"].y) == [pytest.approx(1.02), pytest.approx(1.1)]
+    assert list(lines[inductor, "y"].y) == [0.0, pytest.approx(1 / 3)]
+    assert "Across sweeps" in texts(at)
 
 
 def test_unsupported_cells_are_no_failures_on_any_page(zoo_app):
@@ -544,14 +584,20 @@ def test_unsupported_cells_are_no_failures_on_any_page(zoo_app):
     assert "torch_xla dyn=false bf16" not in set(coloured.x)
 
 
-def test_leaderboard_ranks_cells_in_each_quick_view(zoo_app):
+def test_leaderboard_ranks_cells_in_each_quick_view(zoo_app, zoo_paths):
     at = no_exception(zoo_app.switch_page("pages_/leaderboard.py").run())
     table = at.dataframe[0].value
     assert len(table) == 11 and at.segmented_control(key="view").value == "all cells"
-    assert {"speedup", "compile s", "eager MB", "memory ratio", "caveats"} <= set(table)
+    # Seven columns fit 1400 px; the others are a choice away, and a missing number
+    # shows as "–" in a column that still sorts by its numbers.
+    assert list(table) == [
+        "model", "config", "status", "speedup", "caveats", "memory", "breaks",
+    ]  # fmt: skip
+    assert at.dataframe[0].proto.placeholder == "–"
+    assert table["speedup"].dtype.kind == "f" and table["speedup"].isna().any()
     # The vit aot_eager cell's eager samples were disturbed: its badge says so.
     disturbed = table[table["caveats"] != ""]
-    assert list(disturbed["model"]) == [VIT] and "timing disturbed" in disturbed["caveats"].iloc[0]
+    assert list(disturbed["model"]) == [VIT] and disturbed["caveats"].iloc[0] == "⚠ disturbed"
     firsts = {
         "slower than eager": ("timm/convnext_atto", "aot_eager dyn=false bf16", 1),
         "largest speedups": (VIT, "inductor/default dyn=false fp32", 6),
@@ -562,17 +608,27 @@ def test_leaderboard_ranks_cells_in_each_quick_view(zoo_app):
     for quick, (model, config, rows) in firsts.items():
         at = no_exception(at.segmented_control(key="view").set_value(quick).run())
         table = at.dataframe[0].value
+        # What the view ranks by shows beside the speedup.
+        ranked = ranking.VIEW_COLUMNS.get(quick, ())
+        assert list(table)[4 : 4 + len(ranked)] == list(ranked), quick
         assert (table["model"].iloc[0], table["config"].iloc[0], len(table)) == (
             model, config, rows,
         ), quick  # fmt: skip
     # ASTModel's kind of result: 0.26x compiled, with 2.85x the memory, on top; the
-    # view opens from the URL too.
+    # view and more columns open from the URL too.
     at = AppTest.from_file(str(APP), default_timeout=60)
     at.query_params["view"] = "slower than eager"
+    at.query_params["columns"] = ["eager MB", "compiled MB"]
     at = no_exception(at.switch_page("pages_/leaderboard.py").run())
     slowest = at.dataframe[0].value.iloc[0]
-    assert slowest["speedup"] == pytest.approx(0.26) and slowest["memory ratio"] == 2.85
+    assert slowest["speedup"] == pytest.approx(0.26) and slowest["memory"] == 2.85
+    assert (slowest["eager MB"], slowest["compiled MB"]) == (500.0, 400.0)
     assert "passing cells whose compiled median is slower than eager's" in texts(at)
+    # Its CSV holds the view's cells, every column: here the one slower cell.
+    db = open_database(*zoo_paths)
+    csv = ranking.table_of(reads.leaderboard(db, Filters(), "slower than eager", None))
+    assert list(csv["model"]) == ["timm/convnext_atto"] and list(csv) == list(ranking.COLUMNS)
+    assert len(ranking.table_of(reads.leaderboard(db, Filters(), "all cells", None))) == 11
 
 
 def test_config_vs_config_over_the_models_both_have(zoo_app):
@@ -648,6 +704,118 @@ def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_pa
     assert len(inductor) == 2 and len(set(inductor)) == 2, configs
     assert any("env env-othe · elsewhere" in c for c in inductor), inductor
     assert any("env env-test · rerun" in c for c in inductor), inductor
+
+
+def _page_links(at: AppTest) -> dict[str, dict[str, str]]:
+    """Each page link of the page: its label to its page and query parameters."""
+    return {
+        shown(link.proto.label): {
+            "page": link.proto.page,
+            **dict(urllib.parse.parse_qsl(link.proto.query_string)),
+        }
+        for link in at.get("page_link")
+    }
+
+
+def test_caveats_are_badges_in_matrix_and_leaderboard_and_reasons_in_model_detail(
+    tmp_path, monkeypatch
+):
+    paths = build_caveats(tmp_path)
+    db = open_database(*paths)
+    found = {
+        (model, config): list(keys)
+        for model, config, keys in db.con.execute(
+            "SELECT model_id, config, caveats FROM latest_cells WHERE len(caveats) > 0"
+        ).fetchall()
+    }
+    export = "export/non-strict dyn=false bf16"
+    assert found == {
+        ("timm/resnet18", export): ["ran-in-fp32"],
+        (VIT, "xla dyn=false fp32"): ["xla-first-sweep"],
+        ("timm/convnext_atto", "xla dyn=false bf16"): ["xla-baseline"],
+        ("timm/resnet18", "inductor/default dyn=false bf16"): ["environments"],
+        (VIT, "aot_eager dyn=false bf16"): ["disturbed"],
+    }
+
+    # The Matrix: a corner on each tile with a caveat that is neither hatched nor barred,
+    # the caveat in its tooltip, and the legend naming them.
+    at = no_exception(_app_on(paths, monkeypatch).run())
+    matrix = matrix_page(at)
+    cornered = re.findall(
+        r'<td class="([^"]*caveat[^"]*)"[^>]*><a href="([^"]+)" title="([^"]*)"', matrix
+    )
+    assert len(cornered) == 4
+    tips = {urllib.parse.parse_qs(html.unescape(link).split("?")[1])["config"][0]: html.unescape(tip)
+            for _, link, tip in cornered}  # fmt: skip
+    assert (
+        "⚠ ran in fp32" in tips[export]
+        and "⚠ several environments" in tips["inductor/default dyn=false bf16"]
+    )
+    corner = "corner: XLA baseline unsure (1), XLA first-sweep timing (1), ran in fp32 (1), "
+    assert corner + "several environments (1)" in html.unescape(matrix)
+
+    # The Leaderboard: the badges beside the speedups.
+    at = no_exception(at.switch_page("pages_/leaderboard.py").run())
+    table = at.dataframe[0].value.set_index(["model", "config"])
+    assert table.loc[("timm/resnet18", export), "caveats"] == "⚠ ran fp32"
+    assert table.loc[(VIT, "xla dyn=false fp32"), "caveats"] == "⚠ XLA 1st sweep"
+    assert table.loc[("timm/convnext_atto", "xla dyn=false bf16"), "caveats"] == "⚠ XLA baseline"
+    assert table.loc[("timm/resnet18", "inductor/default dyn=false bf16"), "caveats"] == (
+        "⚠ environments"
+    )
+
+    # Model detail: each reason in words, and a link to the docs section that explains it.
+    at.query_params["model"] = "timm/resnet18"
+    at = no_exception(at.switch_page("pages_/detail.py").run())
+    warnings = [shown(w.value) for w in at.warning]
+    (fp32,) = [w for w in warnings if w.startswith("**Ran in fp32**")]
+    assert "torch.export keeps none of autocast's casts" in fp32
+    # Both cell keys have their row and the caveat: the newer (env-other-machine) is shown.
+    shown_row, other_row = sorted(
+        (w for w in warnings if w.startswith("**Recorded in 2 environments**")),
+        key=lambda w: "the one shown" not in w,
+    )
+    assert "This row, env env-othe (torch 2.11.0" in shown_row
+    assert "is the newest: the one shown" in shown_row
+    assert "This row is env env-test" in other_row
+    assert "shown is the newest, env env-othe" in other_row
+    links = _page_links(at)
+    fp32_doc = caveats.BY_KEY["ran-in-fp32"].doc
+    assert links[f"Why: {fp32_doc}"] == {
+        "page": "docs", "doc": fp32_doc.path, "section": fp32_doc.anchor,
+    }  # fmt: skip
+    # The link opens that section of the docs.
+    docs_page = AppTest.from_file(str(APP), default_timeout=60)
+    docs_page.query_params["doc"] = fp32_doc.path
+    docs_page.query_params["section"] = fp32_doc.anchor
+    page = texts(no_exception(docs_page.switch_page("pages_/docs.py").run()))
+    assert f"## {fp32_doc.heading}" in page and "torch.export" in page
+
+
+def test_every_caveat_links_to_a_section_of_the_docs():
+    for caveat in caveats.CAVEATS:
+        text = docs.section(caveat.doc.path, caveat.doc.anchor)
+        assert text is not None and text.lstrip("#").strip().startswith(caveat.doc.heading), (
+            caveat.key
+        )
+    assert caveats.slug("fp32: still the first sweep's protocol") == (
+        "fp32-still-the-first-sweeps-protocol"
+    )
+
+
+def test_the_shipped_export_check_rows_carry_the_ran_in_fp32_caveat():
+    db = open_database(ROOT / "data" / "runs", ROOT / "no-database.duckdb")
+    rows = db.query(
+        "SELECT * FROM latest_cells WHERE run_id LIKE 'fd2122e8%' AND backend = 'export'"
+    )
+    if rows.empty:
+        pytest.skip("the export-check run is not among the shipped results")
+    assert all("ran-in-fp32" in list(keys) for keys in rows["caveats"])
+    assert set(rows["precision_treatment"]) == {"autocast bf16"}
+    page = charts.matrix_html(
+        rows, sorted(set(rows["config"])), list(dict.fromkeys(rows["row_id"]))
+    )
+    assert page.count("caveat") >= len(rows) and "⚠ ran in fp32" in page
 
 
 def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkeypatch):
@@ -778,7 +946,12 @@ def test_stored_markdown_and_the_search_are_escaped_on_every_page(tmp_path, monk
         ("pages_/leaderboard.py", {"q": hostile_search(HOST)}),
         ("pages_/configs.py", {"q": hostile_search(HOST)}),
         ("pages_/compare.py", {"a": hostile(HOST, "label"), "b": "plain"}),
+        ("pages_/docs.py", {"doc": hostile(HOST, "doc"), "section": hostile(HOST, "section")}),
     ]
+    # Every page of the app is visited.
+    assert {page for page, _ in pages} == {
+        f"pages_/{path.name}" for path in (ROOT / "dashboard" / "pages_").glob("*.py")
+    }
     for page, params in pages:
         at = AppTest.from_file(str(APP), default_timeout=60)
         for name, value in params.items():
@@ -813,6 +986,27 @@ def test_charts_show_data_as_text_not_plotly_markup():
     )  # fmt: skip
     (trace,) = charts.speedup_vs_compile(points).data
     assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]
+    (trace,) = charts.speedup_vs_memory(points.assign(memory_ratio=[0.5])).data
+    assert trace.name == "&lt;i&gt;b&lt;/i&gt;" and "<a" not in trace.customdata[0][0]
+    # The Summary's per-config panels and sweep lines name configs and sweeps as text.
+    config = f"<a href=http://{HOST}/c>c</a>"
+    rates = pd.DataFrame(
+        {"config": [config], "variant": [""], "passed": [1], "attempted": [2],
+         "unsupported": [0], "not_run": [0]}
+    )  # fmt: skip
+    stats = {f"{name}_{stat}": [1.5] for name in ("speedup", "compile")
+             for stat in ("n", "min", "q1", "median", "q3", "max")}  # fmt: skip
+    panels = charts.config_panels(rates, pd.DataFrame({"config": [config], **stats}))
+    escaped = html.escape(config, quote=False)
+    assert all(list(trace.y) == [escaped] for trace in panels.data)
+    trends = pd.DataFrame(
+        {"config": [config] * 2, "variant": [""] * 2, "sweep": [family, "b"],
+         "first_recorded": pd.to_datetime(["2026-01-01", "2026-01-02"]), "models": [1, 1],
+         "passed": [1, 1], "attempted": [1, 1], "geomean_speedup": [1.1, 1.2]}
+    )  # fmt: skip
+    lines = charts.sweep_trends(trends)
+    assert {trace.name for trace in lines.data} == {escaped}
+    assert list(lines.data[0].x) == [html.escape(family, quote=False), "b"]
 
 
 def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):

@@ -160,4 +160,4 @@ def test_the_dashboard_labels_launch_bound_cells(tmp_path):
     cells = con.execute("SELECT * FROM latest_cells").df()
     page = charts.matrix_html(cells, sorted(cells["config"].unique()), ["timm/a", "timm/b"])
     assert page.count('class="launch-bound"') == 1
-    assert "GPU-time speedup: 1.12x (launch-bound" in page
+    assert "GPU-time speedup 1.12x" in page and "⚠ launch-bound" in page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import streamlit as st
@@ -12,6 +13,9 @@ from dashboard.text import plain
 
 # The graph-break site's page of a registry id (linked from dynamo's messages, 2.9+).
 SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
+# What torch's registry ids look like ("GB0085"): a stored id of another shape is text
+# from a shard, never a part of a link.
+REGISTRY_ID = re.compile(r"GB\d{1,6}", re.IGNORECASE)
 MODELS_LINKED = 20
 
 view = reads.current_view()
@@ -31,7 +35,7 @@ st.caption(
     "how many of the filtered models break with it; breaks: the break events explain "
     "recorded (a break inside a called module counts from both sides)."
 )
-st.dataframe(
+reads.show_table(
     pd.DataFrame(
         {
             "break type": types["break_type"],
@@ -41,7 +45,6 @@ st.dataframe(
             "cells": types["cells"],
         }
     ),
-    hide_index=True,
     column_config={"break type": st.column_config.TextColumn(width="large")},
 )
 reads.download_csv("Download the break types (CSV)", types, "graph-breaks")
@@ -58,7 +61,7 @@ if hints:
     st.markdown("**Hints** (from torch's registry)")
     for hint in hints:
         st.text(f"- {hint}")
-if row["registry_id"] != "unregistered":
+if REGISTRY_ID.fullmatch(row["registry_id"]):
     st.link_button(
         f"{plain(row['registry_id'])} on the graph-break site",
         SITE.format(id=row["registry_id"].lower()),

@@ -82,9 +82,8 @@ st.caption(
 changed_only = st.toggle("Changed cells only", value=True)
 shown = frame[frame["change"] != compare.SAME] if changed_only else frame
 table = shown.assign(config=shown.apply(compare.config_label, axis=1) if len(shown) else "")
-st.dataframe(
+reads.show_table(
     table[["model_id", "config", "a_status", "a_speedup", "b_status", "b_speedup", "change"]],
-    hide_index=True,
     column_config={
         "model_id": "model",
         "a_status": "A status",

@@ -61,9 +61,8 @@ st.caption(
 st.markdown("#### Pass and fail, A against B")
 st.caption("Models by their category in A (rows) and in B (columns).")
 crossings = pairs.crossings(pair)
-st.dataframe(
+reads.show_table(
     crossings.rename_axis(index="A \\ B").reset_index(),
-    hide_index=True,
 )
 
 st.markdown("#### Speedup in A against speedup in B")
@@ -86,9 +85,8 @@ table = pd.DataFrame(
         "crossing": changed.map({True: "changed", False: ""}),
     }
 )
-st.dataframe(
+reads.show_table(
     table,
-    hide_index=True,
     column_config=reads.number_columns(
         **dict.fromkeys(("A speedup", "B speedup", "B / A"), reads.TIMES)
     ),

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import charts, reads, reproduce
+from dashboard import caveats, charts, reads, reproduce
 from dashboard.filters import config_order, warn_unknown_choice
 from dashboard.text import plain
-from runner.matrix.labels import is_disturbed
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
@@ -34,6 +34,7 @@ if cells.empty:
 order = sorted(range(len(cells)), key=lambda i: config_order(cells.iloc[i]))
 cells = cells.iloc[order].reset_index(drop=True)
 # Several cell keys can share a config (environments, batch sizes): tell them apart.
+cells["matrix_config"] = cells["config"]
 repeated = cells["config"].duplicated(keep=False)
 cells.loc[repeated, "config"] = [
     f"{row.config} · {row.device} {row.size} · bs{row.batch_size} · torch {row.torch} · "
@@ -56,6 +57,8 @@ table = pd.DataFrame(
         "config": cells["config"],
         "status": cells["status"],
         "speedup": cells["speedup"],
+        # Beside the speedup it qualifies; Model detail below says why.
+        "caveats": cells["caveats"].map(caveats.badges),
         "compile s": cells["compile_s"],
         "eager ms": cells["eager_ms"],
         "compiled ms": cells["compiled_ms"],
@@ -63,15 +66,15 @@ table = pd.DataFrame(
         "graph breaks": cells["graph_break_count"],
         "recompiles": cells["recompile_count"],
         "accuracy": cells["accuracy_pass"].map({True: "pass", False: "fail"}),
-        "timing": cells["timing"],
         "batch": cells["batch_size"],
         "torch": cells["torch"],
         "recorded": cells["recorded_at"],
     }
 )
-st.dataframe(
+reads.show_table(
     table,
-    hide_index=True,
+    # Every config in sight: a model has tens of them, not thousands.
+    height=min(2_000, 35 * (len(table) + 1) + 3),
     column_config={
         **reads.number_columns(
             **{
@@ -96,7 +99,7 @@ breaks = reads.graph_breaks(
 def _plain(row: pd.Series) -> dict:
     """The row as plain values, missing ones as None (pandas' NA has no truth value)."""
     return {
-        name: None if not isinstance(value, list | tuple) and pd.isna(value) else value
+        name: None if not isinstance(value, list | tuple | np.ndarray) and pd.isna(value) else value
         for name, value in row.items()
     }
 
@@ -117,25 +120,52 @@ def _fastest(cell, column: str) -> float | None:
     return None if value is None or pd.isna(value) or value <= 0 else float(value)
 
 
-def disturbed_timing(cell) -> str | None:
-    """What to say when a side's median sits far above its fastest sample."""
-    ratios = {}
-    for side, column in (("eager", "eager_ms"), ("compiled", "compiled_ms")):
-        fastest, median = _fastest(cell, column), cell.get(column)
-        if fastest and median is not None and pd.notna(median):
-            ratios[side] = median / fastest
-    worst = [
-        f"{side} median {ratio:.2f}x its fastest sample"
-        for side, ratio in ratios.items()
-        if is_disturbed(ratio, 1.0)
-    ]
-    if not worst:
-        return None
+def _recorded(row) -> str:
+    """A row of the cell's config as a reader tells it apart: env, torch, date, result."""
+    speed = "" if pd.isna(row.speedup) else f", {row.speedup:.2f}x"
     return (
-        f"Timing disturbed: {' and '.join(worst)} (a quiet GPU and host read about 1.01), "
-        "so the speedup may be off by as much. To check, rerun the cell alone "
-        "(`--workers 1 --force`)."
+        f"env {row.env_id[:8]} (torch {row.torch}, recorded {row.recorded_at:%Y-%m-%d %H:%M}, "
+        f"{row.status}{speed})"
     )
+
+
+def environments_line(cell: dict) -> str:
+    """Which of the config's environments this row is, which one the Matrix shows (the
+    newest) and the others, as plain text."""
+    same = cells[
+        (cells["matrix_config"] == cell["matrix_config"])
+        & (cells["device"] == cell["device"])
+        & (cells["size"] == cell["size"])
+    ]
+    this = same[same["result_id"] == cell["result_id"]].iloc[0]
+    shown = same[same["shown"].fillna(False).astype(bool)]
+    others = same[same["env_id"] != cell["env_id"]]
+    if cell.get("shown"):
+        line = f"This row, {_recorded(this)}, is the newest: the one shown."
+    elif not shown.empty:
+        line = f"This row is {_recorded(this)}; shown is the newest, {_recorded(shown.iloc[0])}."
+    else:
+        line = f"This row is {_recorded(this)}; the newest row is not in the chosen runs."
+    listed = [_recorded(row) for row in others.itertuples() if not row.shown]
+    if listed:
+        line += " Also recorded: " + "; ".join(listed) + "."
+    return line
+
+
+def caveat_notes(cell: dict) -> None:
+    """Each caveat of the cell: why, in words, and the docs section that explains it."""
+    for key in caveats.keys(cell["caveats"]):
+        caveat = caveats.BY_KEY[key]
+        text = caveat.reason(cell)
+        if key == "environments":
+            text += " " + plain(environments_line(cell))
+        st.warning(text, icon=":material/warning:")
+        st.page_link(
+            "pages_/docs.py",
+            label=plain(f"Why: {caveat.doc}"),
+            query_params={"doc": caveat.doc.path, "section": caveat.doc.anchor},
+            icon=":material/menu_book:",
+        )
 
 
 def gpu_time_line(cell) -> str:
@@ -182,12 +212,11 @@ def cell_section(cell: dict) -> None:
     metrics[1].metric("Compile", _number(cell["compile_s"], "{:.1f} s"))
     metrics[2].metric("Memory ratio", _number(cell["memory_ratio"], "{:.2f}"))
     metrics[3].metric("Graph breaks", _number(cell["graph_break_count"], "{:.0f}"))
-    if warning := disturbed_timing(cell):
-        st.warning(warning)
+    caveat_notes(cell)
     own = breaks[breaks["result_id"] == cell["result_id"]]
     if not own.empty:
         st.markdown("**Graph breaks** (reason, user frame)")
-        st.dataframe(own[["reason", "user_frame", "count"]], hide_index=True)
+        reads.show_table(own[["reason", "user_frame", "count"]])
     st.markdown(
         f"- **Timing**: eager {_ms(cell, 'eager_ms')}; compiled {_ms(cell, 'compiled_ms')}"
         f"; first compiled call {_number(cell.get('first_call_s'), '{:.2f} s')}\n"
@@ -250,8 +279,11 @@ for _, row in cells.iterrows():
     title = plain(f"{cell['config']} — {cell['status']}")
     if cell["speedup"] is not None:
         title += f" · {cell['speedup']:.2f}x"
-    with st.expander(title, icon=icon, expanded=expand_all or cell["config"] == wanted):
+    if badge := caveats.badges(cell["caveats"]):
+        title += f" · {badge}"
+    expanded = expand_all or cell["matrix_config"] == wanted
+    with st.expander(title, icon=icon, expanded=expanded):
         cell_section(cell)
 
 with st.expander("History: every recorded row of this model"):
-    st.dataframe(reads.model_history(db, model), hide_index=True)
+    reads.show_table(reads.model_history(db, model))

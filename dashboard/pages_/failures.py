@@ -26,7 +26,7 @@ def unsupported_section(reasons: pd.DataFrame) -> None:
         "installed, a device it does not support): they were not attempted and count in "
         "no pass rate."
     )
-    st.dataframe(
+    reads.show_table(
         pd.DataFrame(
             {
                 "reason": reasons["reason"],
@@ -35,7 +35,6 @@ def unsupported_section(reasons: pd.DataFrame) -> None:
                 "configs": reasons["configs"].map(", ".join),
             }
         ),
-        hide_index=True,
         column_config={"reason": st.column_config.TextColumn(width="large")},
     )
 
@@ -69,7 +68,7 @@ st.caption(
     "failures group together; cells without one group by status. Triage: the stage the "
     "backend ladder placed the group's cells at (zoo-run --triage ladder)."
 )
-st.dataframe(
+reads.show_table(
     pd.DataFrame(
         {
             "status": groups["status"],
@@ -81,7 +80,6 @@ st.dataframe(
             "triage": groups["rungs"].map(", ".join),
         }
     ),
-    hide_index=True,
     column_config={"signature": st.column_config.TextColumn(width="large")},
 )
 reads.download_csv("Download the groups (CSV)", groups, "failures")

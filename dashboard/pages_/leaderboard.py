@@ -4,18 +4,14 @@ compiles), each cell's caveats beside its numbers."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from dashboard import reads
 from dashboard.filters import warn_unknown_choice
-from dashboard.queries import DISTURBED, LAUNCH_BOUND, LEADERBOARD_VIEWS
+from dashboard.queries import LEADERBOARD_VIEWS
+from dashboard.ranking import FORMATS, HELP, MORE_COLUMNS, WIDTHS, columns_of, table_of
 from dashboard.text import plain
 
-CAVEATS = {
-    DISTURBED: "timing disturbed",
-    LAUNCH_BOUND: "launch-bound",
-}
 VIEW_MEANING = {
     "all cells": "every cell under the filters, by model",
     "slower than eager": "passing cells whose compiled median is slower than eager's, slowest first",
@@ -24,19 +20,6 @@ VIEW_MEANING = {
     "most graph breaks": "cells with graph breaks, the most first",
     "longest compiles": "cells with a compile time, the longest first",
 }
-
-
-def caveats(frame: pd.DataFrame) -> pd.Series:
-    """Each cell's caveats as a badge text: its timing disturbed (a median far above its
-    fastest sample), its eager baseline launch-bound (the host sets its speed)."""
-    return pd.Series(
-        [
-            " · ".join(f"⚠ {CAVEATS[label]}" for label in (timing, bound) if label in CAVEATS)
-            for timing, bound in zip(frame["timing"], frame["bound"], strict=True)
-        ],
-        index=frame.index,
-        dtype=object,
-    )
 
 
 view = reads.current_view()
@@ -60,69 +43,55 @@ matching = int(cells["matching"].iloc[0])
 shown = (
     f"{matching:,} cells"
     if matching <= len(cells)
-    else f"the first {len(cells):,} of {matching:,} cells (the CSV: every cell under the filters)"
+    else f"the first {len(cells):,} of {matching:,} cells (the CSV holds all of them)"
 )
 st.caption(
-    f"{shown}. Click a column's name to sort by it. Speedup: median eager / median "
-    "compiled (wall clock); GPU-time speedup: kernel busy time of one profiled call, "
-    "where recorded. Memory: peak allocated MB and compiled / eager. Caveats: ⚠ timing "
-    "disturbed (the speedup is unsure), ⚠ launch-bound (the GPU-time speedup is the "
-    "stable figure)."
+    f"{shown}. Click a column's name to sort by it; select a row to open its model. "
+    "Speedup: median eager / median compiled (wall clock). Memory ratio: peak compiled / "
+    "eager allocated. Caveats (⚠): why a number needs a second look (the model's page says "
+    "why). –: not recorded."
 )
-table = pd.DataFrame(
-    {
-        "model": cells["row_id"],
-        "config": cells["config"],
-        "status": cells["status"],
-        # Beside the speedup it qualifies, where a wide table still shows it.
-        "caveats": caveats(cells),
-        "speedup": cells["speedup"],
-        "GPU-time speedup": cells["gpu_speedup"],
-        "compile s": cells["compile_s"],
-        "eager ms": cells["eager_ms"],
-        "compiled ms": cells["compiled_ms"],
-        "eager MB": cells["eager_peak_alloc_mb"],
-        "compiled MB": cells["compiled_peak_alloc_mb"],
-        "memory ratio": cells["memory_ratio"],
-        "graph breaks": cells["graph_break_count"],
-    }
+more = st.pills(
+    "More columns",
+    MORE_COLUMNS,
+    selection_mode="multi",
+    key="columns",
+    bind="query-params",
+    help="GPU-time speedup: kernel busy time of one profiled call per side, where recorded",
 )
-# A column nothing in the view has (GPU time on a CPU run) would only say "None".
-table = table[[c for c in table if c in ("model", "config", "status") or table[c].notna().any()]]
-st.dataframe(
+
+
+table = table_of(cells, columns_of(quick, more))
+picked = reads.show_table(
     table,
-    hide_index=True,
     height=min(2_000, 35 * (len(table) + 1) + 3),
     column_config={
-        **reads.number_columns(
-            **{
-                "speedup": reads.TIMES,
-                "GPU-time speedup": reads.TIMES,
-                "compile s": reads.SECONDS,
-                "eager ms": reads.MS,
-                "compiled ms": reads.MS,
-                "eager MB": reads.MB,
-                "compiled MB": reads.MB,
-                "graph breaks": "%d",
-            }
-        ),
-        "memory ratio": st.column_config.NumberColumn(
-            format=reads.RATIO, help="peak compiled / eager allocated"
-        ),
+        name: st.column_config.NumberColumn(
+            format=fmt, width=WIDTHS.get(name, "small"), help=HELP.get(name)
+        )
+        for name, fmt in FORMATS.items()
+    }
+    | {
+        name: st.column_config.TextColumn(width=width, help=HELP.get(name))
+        for name, width in WIDTHS.items()
+        if name not in FORMATS
     },
+    on_select="rerun",
+    selection_mode="single-row",
+    key="leaderboard_table",
 )
-reads.download_csv(
-    "Download this view (CSV)",
-    lambda: reads.chosen_cells(db, chosen),
-    "leaderboard",
-    help="Every cell under the filters, all columns",
-)
-st.caption("Open a cell's model for its timings, errors and how to reproduce it:")
-for model in list(dict.fromkeys(cells["model_id"]))[:10]:
-    row = cells[cells["model_id"] == model].iloc[0]
+rows = picked.selection.rows if picked is not None else []
+if rows:
+    row = cells.iloc[rows[0]]
     st.page_link(
         "pages_/detail.py",
-        label=plain(f"{model} · {row['config']}"),
-        query_params={"model": model, "config": row["config"]},
+        label=plain(f"Open {row['row_id']} · {row['config']} in Model detail"),
+        query_params={"model": row["model_id"], "config": row["config"]},
         icon=":material/search:",
     )
+reads.download_csv(
+    "Download this view (CSV)",
+    lambda: table_of(reads.leaderboard(db, chosen, quick, None)),
+    quick.replace(" ", "-"),
+    help=f"Every cell of the view {quick!r} under the filters, in its order, every column",
+)

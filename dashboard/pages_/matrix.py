@@ -16,7 +16,6 @@ from dashboard.status import NOT_RUN, category
 from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
-PER_PAGE = 50
 STATUS_MEANING = {
     "pass": "eager and compiled ran and the compiled output passed the accuracy rule",
     "fail_accuracy": "compiled ran, but its output failed the accuracy rule (timings kept)",
@@ -54,7 +53,7 @@ if not shape.models:
     st.stop()
 
 # No format_func on bound widgets: the URL carries the formatted option.
-left, middle, right = st.columns([1, 1, 2], vertical_alignment="bottom")
+left, middle, right, download = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
 with left:
     color_by = st.segmented_control(
         "Colour by",
@@ -70,6 +69,17 @@ with middle:
     st.session_state.setdefault("rows", "models")
     rows_by = st.segmented_control(
         "Rows", ["models", "families"], required=True, key="rows", bind="query-params"
+    )
+# Drawn before the matrix: the browser shows nothing new before it has the code of every
+# kind of element on the page, and holds what it has for 0.5 s after the last that made
+# it wait (React's fallback throttle), so an element of a new kind below the matrix kept
+# the matrix from showing (docs/PERFORMANCE.md, "Dashboard").
+with download:
+    reads.download_csv(
+        "Download CSV",
+        lambda: reads.chosen_cells(db, chosen),
+        "cells",
+        help=f"Every cell under the current filters ({plain(chosen.describe())}), all pages",
     )
 
 if rows_by == "families":
@@ -89,7 +99,7 @@ if rows_by == "families":
         config={"displayModeBar": False},
     )
 else:
-    pages = max(1, math.ceil(shape.models / PER_PAGE))
+    pages = max(1, math.ceil(shape.models / reads.MATRIX_ROWS))
     # A new filter starts again at the first page; the page number lives in the URL.
     if st.session_state.get("_matrix_filters") != chosen:
         st.session_state["_matrix_filters"] = chosen
@@ -102,9 +112,9 @@ else:
             else 1
         )
     page = min(page, pages)
-    cells = reads.matrix_cells(db, chosen, page, PER_PAGE)
+    cells = reads.matrix_cells(db, chosen, page)
     models = list(dict.fromkeys(cells["row_id"]))
-    first = (page - 1) * PER_PAGE + 1
+    first = (page - 1) * reads.MATRIX_ROWS + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
         f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
@@ -119,12 +129,6 @@ else:
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
-reads.download_csv(
-    "Download these cells (CSV)",
-    lambda: reads.chosen_cells(db, chosen),
-    "cells",
-    help=f"Every cell under the current filters ({plain(chosen.describe())}), all pages",
-)
 with st.expander("What the statuses mean"):
     st.markdown(
         "| category | status | meaning |\n| --- | --- | --- |\n"

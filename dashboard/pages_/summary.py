@@ -1,4 +1,5 @@
-"""Summary: pass rate, speedup, compile time and memory per suite and config."""
+"""Summary: pass rate, speedup, compile time and memory per config (charts first), per
+suite and config (a table), and across the sweeps that recorded a config."""
 
 from __future__ import annotations
 
@@ -41,6 +42,50 @@ def _number(fmt: str):
     return lambda value: "–" if value is None or pd.isna(value) else fmt.format(value)
 
 
+def _chart(title: str, figure, caption: str | None = None) -> None:
+    st.markdown(f"#### {title}")
+    if caption:
+        st.caption(caption)
+    st.plotly_chart(figure, config={"displayModeBar": False})
+
+
+points = reads.speedup_points(db, chosen)
+spread = reads.distributions(db, chosen)
+_chart(
+    "Per config: pass rate, speedup, compile time",
+    charts.config_panels(reads.pass_rates(summary), spread),
+    "Pass rate over the attempted cells, with the unsupported and not-run cells beside it, "
+    "never as failures. Speedup (median eager over median compiled) and compile time of "
+    "the passing cells: the box from the first to the third quartile, the line at the "
+    "median, the whiskers to the smallest and the largest; hover for the numbers.",
+)
+left, right = st.columns(2)
+with left:
+    _chart(
+        "Speedup against memory",
+        charts.speedup_vs_memory(points),
+        "Passing cells; memory ratio: compiled over eager peak allocated memory. Hollow: "
+        "a caveat on the cell's numbers (the Leaderboard names it).",
+    )
+with right:
+    _chart("Speedup of passing cells", charts.speedup_histogram(points))
+if len(points) >= reads.SPEEDUP_MAX_POINTS:
+    st.caption(
+        f"The scatter plots and the histogram show a repeatable sample of {len(points):,} "
+        "passing cells; the bars, the boxes and the table count every cell."
+    )
+
+trends = reads.sweep_trends(db, chosen)
+if not trends.empty:
+    _chart(
+        "Across sweeps",
+        charts.sweep_trends(trends),
+        "Configs recorded by more than one sweep (a run label, or a run without one), a "
+        "point a sweep at its first cell, each model's newest row in it. A sweep covers its "
+        "own models (hover for how many): a chunk of other models moves a line as much as "
+        "a change of torch does. To compare the same cells, use Compare.",
+    )
+
 st.markdown("#### Per suite and config")
 st.caption(
     "Pass rate over the attempted cells (passed / attempted), unsupported and not-run "
@@ -65,9 +110,8 @@ table = pd.DataFrame(
 )
 if not summary["variant"].astype(bool).any():  # one device and size: nothing to tell apart
     table = table.drop(columns="device, size")
-st.dataframe(
+reads.show_table(
     table,
-    hide_index=True,
     height=min(TABLE_MAX_PX, ROW_PX * (len(table) + 1) + 3),
     column_config={
         "median memory ratio": st.column_config.TextColumn(help="peak compiled / eager allocated"),
@@ -75,13 +119,8 @@ st.dataframe(
 )
 reads.download_csv("Download this table (CSV)", summary, "summary")
 
-points = reads.speedup_points(db, chosen)
-if len(points) >= reads.SPEEDUP_MAX_POINTS:
-    st.caption(f"Charts show a repeatable sample of {len(points):,} passing cells.")
-left, right = st.columns(2)
-with left:
-    st.markdown("#### Speedup of passing cells")
-    st.plotly_chart(charts.speedup_histogram(points), config={"displayModeBar": False})
-with right:
-    st.markdown("#### Speedup against compile time")
-    st.plotly_chart(charts.speedup_vs_compile(points), config={"displayModeBar": False})
+_chart(
+    "Speedup against compile time",
+    charts.speedup_vs_compile(points),
+    "Passing cells. Hollow: a caveat on the cell's numbers (the Leaderboard names it).",
+)

@@ -1,0 +1,260 @@
+"""Why a cell's numbers need a second look: each caveat one rule, written once.
+
+A caveat is a condition on a row of the prepared ``cells`` table (``queries.PREPARE``
+gives every row the list of its caveats' keys, ``caveats``), a badge for the Matrix and
+the Leaderboard, the reason in words for Model detail, and the docs section that
+explains it. They qualify a cell's speed (or its precision, or which of its rows is
+shown), never its status: a pass with a caveat still passed.
+
+- disturbed: a side's median sits far above its fastest sample;
+- launch-bound: the eager side's fastest call is well above its GPU busy time;
+- XLA baseline: an XLA cell whose eager baseline reads slow (disturbed or
+  launch-bound), which inflates its speedup;
+- XLA first sweep: an XLA cell timed by the first sweep's protocol (the two sides as
+  two blocks, not interleaved), whose speedups are no results;
+- ran in fp32: an export or AOTInductor cell recorded under autocast, which
+  torch.export drops: the program ran in fp32;
+- several environments: the cell was recorded in more than one environment; the
+  newest row is shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dashboard.text import plain
+from runner.backends.registry import BACKENDS
+from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
+from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
+
+# The labels of the prepared tables' `timing` and `bound` columns.
+LAUNCH_BOUND = "launch-bound"
+GPU_BOUND = "gpu-bound"
+DISTURBED = "disturbed"
+STEADY = "steady"
+
+# The backends whose cells run in JAX's process, and the torch routes that cast a bf16
+# model rather than run it under autocast: those torch.export makes the program of,
+# which keeps none of autocast's casts (runner.backends.registry says why).
+XLA_BACKENDS = tuple(name for name, entry in BACKENDS.items() if entry.process == XLA_PROCESS)
+EXPORTED_BACKENDS = tuple(
+    name
+    for name, entry in BACKENDS.items()
+    if entry.process == TORCH_PROCESS and entry.treatment == "cast"
+)
+# What the notes of an XLA cell timed by the first sweep's protocol say (the eager
+# baseline timed as one block, then the XLA calls: runner code before 12c6dc0); cells
+# since time the two in alternating blocks and say so.
+FIRST_SWEEP_XLA_NOTE = "then XLA here: not interleaved"
+
+
+@dataclass(frozen=True)
+class Doc:
+    """A section of a document of this checkout: its path and heading."""
+
+    path: str
+    heading: str
+
+    @property
+    def anchor(self) -> str:
+        return slug(self.heading)
+
+    def __str__(self) -> str:
+        return f"{self.path} § {self.heading}"
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub makes it: lower case, punctuation dropped, spaces
+    as hyphens ("fp32: still the first sweep's protocol" -> "fp32-still-the-first-sweeps-protocol")."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """One caveat: ``when`` is a SQL condition on a row of ``cells`` (its columns by
+    name, ``environments`` among them); ``badge`` the few words beside a cell's numbers
+    (``short`` where a table column is narrow); ``reason`` the cell's own reason in words
+    (Markdown, from its numbers: no stored text), for Model detail."""
+
+    key: str
+    badge: str
+    short: str
+    when: str
+    doc: Doc
+    reason: Callable[[Mapping], str]
+
+
+def _number(cell: Mapping, column: str, fmt: str) -> str:
+    value = cell.get(column)
+    return "–" if value is None or pd.isna(value) else fmt.format(value)
+
+
+def _ratio(cell: Mapping, median: str, fastest: str) -> float | None:
+    high, low = cell.get(median), cell.get(fastest)
+    if high is None or low is None or pd.isna(high) or pd.isna(low) or low <= 0:
+        return None
+    return float(high) / float(low)
+
+
+def _slow_sides(cell: Mapping) -> str:
+    """Which side's median sat how far above its fastest sample, in words."""
+    sides = [
+        f"its {side} median {ratio:.2f}x its fastest sample"
+        for side, ratio in (
+            ("eager", _ratio(cell, "eager_ms", "eager_fastest_ms")),
+            ("compiled", _ratio(cell, "compiled_ms", "compiled_fastest_ms")),
+        )
+        if ratio is not None and ratio >= DISTURBED_RATIO
+    ]
+    if sides:
+        return " and ".join(sides)
+    return (
+        f"a median {_number(cell, 'timing_disturbance', '{:.2f}')}x its fastest sample "
+        "(the more disturbed side)"
+    )
+
+
+def _launch_ratio(cell: Mapping) -> str:
+    fastest = cell.get("eager_fastest_ms")
+    if fastest is None or pd.isna(fastest):
+        fastest = cell.get("eager_ms")
+    ratio = _ratio({"a": fastest, "b": cell.get("eager_gpu_ms")}, "a", "b")
+    return "–" if ratio is None else f"{ratio:.2f}"
+
+
+def _disturbed(cell: Mapping) -> str:
+    return (
+        f"**Timing disturbed**: {_slow_sides(cell)} (a quiet GPU and host read about "
+        f"1.01; {DISTURBED_RATIO:g} or more: something ran beside the timing), so the "
+        "speedup may be off by as much. To check, rerun the cell alone "
+        "(`--workers 1 --force`)."
+    )
+
+
+def _launch_bound(cell: Mapping) -> str:
+    return (
+        f"**Launch-bound**: its fastest eager call took {_launch_ratio(cell)}x the time its "
+        f"kernels kept the GPU busy ({LAUNCH_BOUND_RATIO:g}x or more): the host's Python "
+        "and launch speed set its wall-clock times, and they drift with the host. The "
+        f"GPU-time speedup ({_number(cell, 'gpu_speedup', '{:.2f}x')}) is the stable "
+        "figure; the wall-clock one is what a user gets."
+    )
+
+
+def _xla_baseline(cell: Mapping) -> str:
+    why = (
+        f"its eager side is launch-bound (its fastest call {_launch_ratio(cell)}x its GPU "
+        "busy time)"
+        if cell.get("bound") == LAUNCH_BOUND
+        else _slow_sides(cell)
+    )
+    return (
+        f"**XLA baseline unsure**: {why}. The eager baselines of launch-bound models read "
+        "slow beside compiling workers, 1.3-1.8x their fastest sample on the H200, and an "
+        "XLA cell's speedup is inflated by as much: trust the XLA speedups of GPU-bound "
+        "models, and compare the others by latency."
+    )
+
+
+def _xla_first_sweep(cell: Mapping) -> str:
+    return (
+        "**XLA, first sweep's timing**: its eager baseline was timed as one block and the "
+        "XLA calls as another, beside busy workers, not interleaved. Such baselines "
+        "differed from an interleaved one by a median 18% (up to 41%): its speedup is no "
+        "result. Cells since time the two sides in alternating blocks."
+    )
+
+
+def _ran_in_fp32(cell: Mapping) -> str:
+    return (
+        f"**Ran in fp32**: recorded as {plain(_number(cell, 'precision', '{}'))} under autocast, "
+        "but torch.export keeps none of autocast's casts: the exported program ran in fp32 "
+        "against an autocast eager baseline. Its pass or fail holds; its speedup, GPU time "
+        "and memory are no results. Cells recorded since 6400ef5 cast the model and inputs "
+        "instead."
+    )
+
+
+def _environments(cell: Mapping) -> str:
+    return (
+        f"**Recorded in {_number(cell, 'environments', '{:.0f}')} environments**: the same "
+        "model and config, measured with other versions (torch, triton, CUDA, GPU, timm, "
+        "transformers; jax and torchax for XLA), each a cell of its own. The Matrix and the "
+        "Leaderboard show the newest row."
+    )
+
+
+_README_RECORDED = Doc("README.md", "What is recorded")
+_XLA_TRUST = Doc("docs/xla-h200.md", "The bf16 XLA speedups, and how far to trust them")
+_NOT_XLA = f"backend NOT IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
+_XLA = f"backend IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
+_RAN_IN_FP32 = (
+    f"backend IN ({', '.join(repr(name) for name in EXPORTED_BACKENDS)}) "
+    "AND precision <> 'fp32' AND coalesce(starts_with(precision_treatment, 'autocast'), false)"
+)
+
+CAVEATS: tuple[Caveat, ...] = (
+    Caveat(
+        "disturbed", "timing disturbed", "disturbed", f"timing = '{DISTURBED}' AND {_NOT_XLA}",
+        _README_RECORDED, _disturbed,
+    ),
+    # Not where the program ran in fp32: its GPU time is no result either.
+    Caveat(
+        "launch-bound", "launch-bound", "launch-bound",
+        f"bound = '{LAUNCH_BOUND}' AND {_NOT_XLA} AND NOT ({_RAN_IN_FP32})",
+        Doc("docs/PERFORMANCE.md", "GPU time: speedups a noisy host cannot move (2026-12-01)"),
+        _launch_bound,
+    ),
+    Caveat(
+        "xla-baseline", "XLA baseline unsure", "XLA baseline",
+        f"{_XLA} AND (bound = '{LAUNCH_BOUND}' OR timing = '{DISTURBED}')",
+        _XLA_TRUST, _xla_baseline,
+    ),
+    Caveat(
+        "xla-first-sweep", "XLA first-sweep timing", "XLA 1st sweep",
+        f"{_XLA} AND xla_first_sweep AND speedup IS NOT NULL",
+        Doc("docs/xla-h200.md", "fp32: still the first sweep's protocol"), _xla_first_sweep,
+    ),
+    Caveat(
+        "ran-in-fp32", "ran in fp32", "ran fp32", _RAN_IN_FP32,
+        Doc("docs/train-export-h200.md", "Export and AOTInductor (export-check)"), _ran_in_fp32,
+    ),
+    Caveat(
+        "environments", "several environments", "environments", "environments > 1",
+        _README_RECORDED,
+        _environments,
+    ),
+)  # fmt: skip
+BY_KEY = {caveat.key: caveat for caveat in CAVEATS}
+# The caveats the Matrix marks with a corner (disturbed ones are hatched, launch-bound
+# ones have a bar: those marks say the same).
+CORNER = tuple(key for key in BY_KEY if key not in ("disturbed", "launch-bound"))
+
+
+def sql() -> str:
+    """The SQL list of a row's caveat keys (``queries.PREPARE``)."""
+    cases = ", ".join(f"CASE WHEN {caveat.when} THEN '{caveat.key}' END" for caveat in CAVEATS)
+    return f"list_filter([{cases}], lambda key: key IS NOT NULL)"
+
+
+def keys(value) -> list[str]:
+    """A row's caveat keys from its ``caveats`` column (a list, or nothing)."""
+    if value is None or isinstance(value, float):
+        return []
+    return [key for key in value if key in BY_KEY]
+
+
+def badges(value) -> str:
+    """A row's caveats as one badge text: ``"⚠ timing disturbed · ⚠ ran in fp32"``."""
+    return " · ".join(f"⚠ {BY_KEY[key].badge}" for key in keys(value))
+
+
+def short_badges(value) -> str:
+    """The same in the short words of a narrow column: ``"⚠ disturbed, ran fp32"``."""
+    found = keys(value)
+    return f"⚠ {', '.join(BY_KEY[key].short for key in found)}" if found else ""
