@@ -76,6 +76,8 @@ PREPARE = (
             r.compiled_kernels, r.precision_treatment,
             coalesce(contains(r.notes, '{caveats.FIRST_SWEEP_XLA_NOTE}'), false)
                 AS xla_first_sweep,
+            -- a CUDA graph cell whose compiled peak counts its pool says so in its notes
+            coalesce(contains(r.notes, '{caveats.GRAPH_POOL_NOTE}'), false) AS pool_counted,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)
             CASE WHEN r.eager_gpu_ms > 0 THEN

@@ -1082,3 +1082,40 @@ def test_reproduce_snippets_run_for_every_kind_of_cell():
     _run_snippets([reproduce.python_snippet(cell) for cell in xla_cells])
     hf = reproduce.zoo_run_command(torch_cells[-1])
     assert "--size tiny" in hf and "--seq-len 16" in hf
+
+
+def test_cuda_graph_cells_measured_without_their_pool_have_a_memory_caveat(tmp_path):
+    """A reduce-overhead cell recorded before the pool fix (no pool note) reads far too
+    little memory: a caveat says so; one whose notes say its pool was counted, and a
+    default-mode cell, have none."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="graphs", command="zoo-run", status="finished")
+    store.start_run(run)
+    memory = {"eager_peak_alloc_mb": 514.0, "compiled_peak_alloc_mb": 219.0, "memory_ratio": 0.43}
+    old = cell("resnet50", "resnet", "inductor", "pass", **{**timed(2.0, 40.0), **memory})
+    counted = cell(
+        "resnet34", "resnet", "inductor", "pass",
+        **{**timed(2.0, 40.0), **memory, "compiled_peak_alloc_mb": 685.0, "memory_ratio": 1.33},
+        notes="CUDA graph pools hold 466 MB, 466 MB of it free between replays",
+    )  # fmt: skip
+    for result in (old, counted):
+        result.mode, result.cell_key = "reduce-overhead", result.cell_key + "-ro"
+    plain_mode = cell("resnet50", "resnet", "inductor", "pass", **{**timed(1.6, 40.0), **memory})
+    plain_mode.cell_key += "-default"
+    store.write_results(run.run_id, [old, counted, plain_mode])
+    store.finish_run(run.run_id, "finished", 3)
+    db = open_database(runs_dir, db_path)
+    found = dict(
+        db.con.execute(
+            "SELECT model_id || ' ' || config, caveats FROM latest_cells "
+            "WHERE list_contains(caveats, 'graph-pool-missed')"
+        ).fetchall()
+    )
+    assert list(found) == ["timm/resnet50 inductor/reduce-overhead dyn=false bf16"]
+    reason = caveats.BY_KEY["graph-pool-missed"].reason(
+        {"compiled_peak_alloc_mb": 219.0, "memory_ratio": 0.43}
+    )
+    assert "219 MB" in reason and "0.43" in reason
+    doc = caveats.BY_KEY["graph-pool-missed"].doc
+    assert f"## {doc.heading}" in (Path(__file__).parents[1] / doc.path).read_text()
