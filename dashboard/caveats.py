@@ -95,7 +95,8 @@ class Caveat:
     """One caveat: ``when`` is a SQL condition on a row of ``cells`` (its columns by
     name, ``environments`` among them); ``badge`` the few words beside a cell's numbers
     (``short`` where a table column is narrow); ``reason`` the cell's own reason in words
-    (Markdown, from its numbers: no stored text), for Model detail."""
+    (Markdown, from its numbers: no stored text), for Model detail; ``meaning`` what the
+    caveat says of any cell, for the legends."""
 
     key: str
     badge: str
@@ -103,6 +104,7 @@ class Caveat:
     when: str
     doc: Doc
     reason: Callable[[Mapping], str]
+    meaning: str
 
 
 def _number(cell: Mapping, column: str, fmt: str) -> str:
@@ -230,6 +232,8 @@ CAVEATS: tuple[Caveat, ...] = (
     Caveat(
         "disturbed", "timing disturbed", "disturbed", f"timing = '{DISTURBED}' AND {_NOT_XLA}",
         _README_RECORDED, _disturbed,
+        f"a side's median {DISTURBED_RATIO:g}x its fastest sample or more: something ran "
+        "beside the timing, so the speedup is unsure",
     ),
     # Not where the program ran in fp32: its GPU time is no result either.
     Caveat(
@@ -237,25 +241,35 @@ CAVEATS: tuple[Caveat, ...] = (
         f"bound = '{LAUNCH_BOUND}' AND {_NOT_XLA} AND NOT ({_RAN_IN_FP32})",
         Doc("docs/PERFORMANCE.md", "GPU time: speedups a noisy host cannot move (2026-12-01)"),
         _launch_bound,
+        f"the eager side's fastest call {LAUNCH_BOUND_RATIO:g}x its GPU busy time or more: the "
+        "host sets its speed; the GPU-time speedup is the stable figure",
     ),
     Caveat(
         "xla-baseline", "XLA baseline unsure", "XLA baseline",
         f"{_XLA} AND (bound = '{LAUNCH_BOUND}' OR timing = '{DISTURBED}')",
         _XLA_TRUST, _xla_baseline,
+        "an XLA cell whose eager baseline is launch-bound or disturbed: its speedup reads "
+        "inflated",
     ),
     Caveat(
         "xla-first-sweep", "XLA first-sweep timing", "XLA 1st sweep",
         f"{_XLA} AND xla_first_sweep AND speedup IS NOT NULL",
         Doc("docs/xla-h200.md", "fp32: still the first sweep's protocol"), _xla_first_sweep,
+        "an XLA cell timed by the first sweep's protocol, the two sides as two blocks: its "
+        "speedup is no result",
     ),
     Caveat(
         "ran-in-fp32", "ran in fp32", "ran fp32", _RAN_IN_FP32,
         Doc("docs/train-export-h200.md", "Export and AOTInductor (export-check)"), _ran_in_fp32,
+        "an export or AOTInductor cell recorded under autocast, which torch.export drops: "
+        "the program ran in fp32",
     ),
     Caveat(
         "environments", "several environments", "environments", "environments > 1",
         _README_RECORDED,
         _environments,
+        "the model and config recorded in more than one environment: the newest row is "
+        "shown, Model detail lists the others",
     ),
     Caveat(
         "graph-pool-missed", "memory misses the CUDA graph pool", "memory low",

@@ -414,6 +414,10 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert len(disturbed) == 1 and VIT in disturbed[0] and "a median 1.67x" in disturbed[0]
     assert len(at.get("download_button")) == 1
     assert "| `compile_error` | compiling or running the compiled model raised |" in page
+    # ... and what each caveat's mark means, with the docs section that explains it.
+    fp32 = caveats.BY_KEY["ran-in-fp32"].doc
+    assert "| dark corner | ran in fp32 | an export or AOTInductor cell" in page
+    assert f"(docs?doc={fp32.path}&section={fp32.anchor})" in page
 
 
 def test_url_filters_are_validated_and_applied(app):

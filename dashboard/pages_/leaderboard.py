@@ -51,7 +51,8 @@ st.caption(
     "eager allocated. Caveats (⚠): why a number needs a second look (the model's page says "
     "why). –: not recorded."
 )
-more = st.pills(
+pick, download = st.columns([4, 1], vertical_alignment="bottom")
+more = pick.pills(
     "More columns",
     MORE_COLUMNS,
     selection_mode="multi",
@@ -59,8 +60,15 @@ more = st.pills(
     bind="query-params",
     help="GPU-time speedup: kernel busy time of one profiled call per side, where recorded",
 )
-
-
+# Above the table, not below: an element of a new kind drawn after it would hold the
+# table back on a first visit (docs/PERFORMANCE.md, "Dashboard").
+with download:
+    reads.download_csv(
+        "Download CSV",
+        lambda: table_of(reads.leaderboard(db, chosen, quick, None)),
+        quick.replace(" ", "-"),
+        help=f"Every cell of the view {quick!r} under the filters, in its order, every column",
+    )
 table = table_of(cells, columns_of(quick, more))
 picked = reads.show_table(
     table,
@@ -81,7 +89,8 @@ picked = reads.show_table(
     key="leaderboard_table",
 )
 rows = picked.selection.rows if picked is not None else []
-if rows:
+# A row picked in another view may be past this one's end.
+if rows and rows[0] < len(cells):
     row = cells.iloc[rows[0]]
     st.page_link(
         "pages_/detail.py",
@@ -89,9 +98,3 @@ if rows:
         query_params={"model": row["model_id"], "config": row["config"]},
         icon=":material/search:",
     )
-reads.download_csv(
-    "Download this view (CSV)",
-    lambda: table_of(reads.leaderboard(db, chosen, quick, None)),
-    quick.replace(" ", "-"),
-    help=f"Every cell of the view {quick!r} under the filters, in its order, every column",
-)

@@ -11,11 +11,13 @@ import math
 
 import streamlit as st
 
-from dashboard import charts, reads
+from dashboard import caveats, charts, reads
 from dashboard.status import NOT_RUN, category
 from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
+# How the matrix marks a tile's caveat: its own mark for two, a corner for the rest.
+MARKS = {"disturbed": "hatched", "launch-bound": "bar below"}
 STATUS_MEANING = {
     "pass": "eager and compiled ran and the compiled output passed the accuracy rule",
     "fail_accuracy": "compiled ran, but its output failed the accuracy rule (timings kept)",
@@ -129,7 +131,7 @@ else:
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
-with st.expander("What the statuses mean"):
+with st.expander("What the statuses and marks mean"):
     st.markdown(
         "| category | status | meaning |\n| --- | --- | --- |\n"
         + "\n".join(
@@ -141,4 +143,15 @@ with st.expander("What the statuses mean"):
         "Pass rates are over the attempted cells: unsupported ones (the config cannot run "
         "on this machine, e.g. a backend not installed) and places not run are counted "
         "beside them, never as failures."
+    )
+    st.markdown(
+        "| mark on the tile | caveat | meaning | explained in |\n| --- | --- | --- | --- |\n"
+        + "\n".join(
+            f"| {MARKS.get(caveat.key, 'dark corner')} | {caveat.badge} | {caveat.meaning} | "
+            f"[{caveat.doc}](docs?doc={caveat.doc.path}&section={caveat.doc.anchor}) |"
+            for caveat in caveats.CAVEATS
+        )
+    )
+    st.caption(
+        "A caveat qualifies a cell's numbers, never its status: a pass with a caveat passed."
     )

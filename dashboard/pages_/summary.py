@@ -34,7 +34,12 @@ columns[2].metric(
     help="Cells whose config cannot run on the machine that recorded them (the reason is "
     "in the table): not attempted, so not in the pass rate.",
 )
-columns[3].metric("Not run", f"{not_run:,}", help="Models of the suite without a cell in a config.")
+columns[3].metric(
+    "Not run",
+    f"{not_run:,}",
+    help="A suite's models without a cell in a config that ran some of that suite (the "
+    "header counts every model and config, across suites).",
+)
 columns[4].metric("Configs", f"{summary['config'].nunique()}")
 
 
