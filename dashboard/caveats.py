@@ -275,6 +275,8 @@ CAVEATS: tuple[Caveat, ...] = (
         "graph-pool-missed", "memory misses the CUDA graph pool", "memory low",
         f"({_GRAPH_CONFIGS}) AND memory_ratio IS NOT NULL AND NOT pool_counted",
         Doc("docs/PERFORMANCE.md", "CUDA graphs and peak memory (2026-12-01)"), _pool_missed,
+        "a CUDA graph cell measured before its pool was counted: its compiled memory reads "
+        "far too low",
     ),
 )  # fmt: skip
 BY_KEY = {caveat.key: caveat for caveat in CAVEATS}
