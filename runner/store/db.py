@@ -343,34 +343,28 @@ class Store:
 
     def latest_by_key(self, cell_keys: list[str]) -> dict[str, str]:
         """cell_key -> status of its latest recorded row, for the keys that have one."""
-        if not cell_keys:
-            return {}
-        with self.connection(read_only=True) as con:
-            rows = con.execute(
-                "SELECT cell_key, status FROM results "
-                "WHERE cell_key IN (SELECT unnest(?::VARCHAR[])) "
-                f"QUALIFY {latest_row()}",
-                [list(cell_keys)],
-            ).fetchall()
-        return dict(rows)
+        return {key: status for key, status in self._latest(cell_keys, "status")}
 
     def untriaged(self, cell_keys: list[str], statuses: tuple[str, ...]) -> set[str]:
         """The keys whose latest row has one of ``statuses`` and no triage verdict (none
         was asked for, or the run's end cut its triage job off)."""
+        return {
+            key
+            for key, status, rung in self._latest(cell_keys, "status, triage_rung")
+            if status in statuses and rung in (None, TRIAGE_INTERRUPTED)
+        }
+
+    def _latest(self, cell_keys: list[str], columns: str) -> list[tuple]:
+        """(cell_key, *columns) of the latest row of each of ``cell_keys`` that has one."""
         if not cell_keys:
-            return set()
+            return []
         with self.connection(read_only=True) as con:
-            rows = con.execute(
-                "SELECT cell_key, status, triage_rung FROM results "
+            return con.execute(
+                f"SELECT cell_key, {columns} FROM results "
                 "WHERE cell_key IN (SELECT unnest(?::VARCHAR[])) "
                 f"QUALIFY {latest_row()}",
                 [list(cell_keys)],
             ).fetchall()
-        return {
-            key
-            for key, status, rung in rows
-            if status in statuses and rung in (None, TRIAGE_INTERRUPTED)
-        }
 
     def results_for_run(self, run_id: str) -> list[dict[str, Any]]:
         with self.connection(read_only=True) as con:
