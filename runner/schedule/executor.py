@@ -285,7 +285,6 @@ class Executor:
         self._stop = threading.Event()
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
-        self._cell_s = 0.0
         self._walls: list[float] = []
         self._lock_wait_s = 0.0
         # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
@@ -381,7 +380,7 @@ class Executor:
         planned = 0
         past_deadline = False
         meter = usage.CpuMeter()
-        self._cell_s = self._lock_wait_s = 0.0
+        self._lock_wait_s = 0.0
         self._walls = []
         self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
@@ -477,14 +476,14 @@ class Executor:
                     worker.kill()
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
-            lock_wait = self._lock_wait_s / self._cell_s if self._cell_s else None
+            cell_s = sum(self._walls)
+            lock_wait = self._lock_wait_s / cell_s if cell_s else None
             self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
 
     def _account(self, worker: Worker) -> None:
         running = worker.running
         assert running is not None
         now = time.monotonic()
-        self._cell_s += now - running.submitted
         self._walls.append(now - running.submitted)
         self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
 
