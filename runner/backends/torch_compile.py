@@ -204,15 +204,7 @@ def graph_break(reason: str, frame: str | None, count: int = 1) -> GraphBreak:
 def merge_breaks(reasons: Iterable[Any]) -> list[GraphBreak]:
     """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons,
     its count the events explain recorded for it."""
-    merged: dict[tuple[str, str | None], GraphBreak] = {}
-    for reason in reasons:
-        frame = user_frame(reason.user_stack)
-        key = (summarize_reason(reason.reason), frame)
-        if key in merged:
-            merged[key].count += 1
-        else:
-            merged[key] = graph_break(reason.reason, frame)
-    return list(merged.values())
+    return _merged((reason.reason, user_frame(reason.user_stack)) for reason in reasons)
 
 
 def skipped_frames(metrics: Iterable[Any]) -> list[GraphBreak]:
@@ -221,19 +213,29 @@ def skipped_frames(metrics: Iterable[Any]) -> list[GraphBreak]:
     loop: HF's ``layerdrop`` in training). Dynamo runs such a frame eagerly and compiles
     each call inside it as a new frame, so the frame splits the graph, but explain lists
     no break reason for it. One row per (reason, site), its count the frames skipped."""
+    return _merged(
+        (metric.fail_reason, _failure_site(metric))
+        for metric in metrics
+        if _is_unsupported(getattr(metric, "fail_type", None)) and metric.fail_reason
+    )
+
+
+def _merged(events: Iterable[tuple[str, str | None]]) -> list[GraphBreak]:
     merged: dict[tuple[str, str | None], GraphBreak] = {}
-    for metric in metrics:
-        if not _is_unsupported(getattr(metric, "fail_type", None)) or not metric.fail_reason:
-            continue
-        filename = getattr(metric, "fail_user_frame_filename", None) or metric.co_filename
-        lineno = getattr(metric, "fail_user_frame_lineno", None) or metric.co_firstlineno
-        frame = f"{short_path(filename)}:{lineno}" if filename else None
-        key = (summarize_reason(metric.fail_reason), frame)
+    for reason, frame in events:
+        key = (summarize_reason(reason), frame)
         if key in merged:
             merged[key].count += 1
         else:
-            merged[key] = graph_break(metric.fail_reason, frame)
+            merged[key] = graph_break(reason, frame)
     return list(merged.values())
+
+
+def _failure_site(metric: Any) -> str | None:
+    """``file:line`` of the user code that stopped dynamo in a frame it gave up on."""
+    filename = getattr(metric, "fail_user_frame_filename", None) or metric.co_filename
+    lineno = getattr(metric, "fail_user_frame_lineno", None) or metric.co_firstlineno
+    return f"{short_path(filename)}:{lineno}" if filename else None
 
 
 def _is_unsupported(fail_type: str | None) -> bool:
