@@ -42,6 +42,28 @@ def test_the_article_model_breaks_with_two_registered_types(tmp_path):
     assert sum(b["count"] for b in breaks) == row["graph_break_events"]
 
 
+def test_a_frame_dynamo_gives_up_on_gets_its_reason(tmp_path):
+    """HF's LayerDrop (BART and Whisper train cells): a data-dependent branch inside a
+    loop makes dynamo run forward eagerly and compile its layers as frames of their own.
+    explain counts the split but lists no reason; the break row names the branch."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{BREAKING}:LayerDrop", "--backends", "eager", "--device", "cpu"]
+    assert zoo_run([*args, "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "pass", row["error_message"]
+    assert (row["graph_count"], row["graph_break_count"]) == (2, 1)
+    (brk,) = rows(db, "SELECT * FROM graph_breaks")
+    assert brk["break_type"] == "Data-dependent branching"
+    assert brk["registry_id"] == dynamo_breaks.registry()["Data-dependent branching"][0]
+    source = BREAKING.read_text().splitlines()
+    line = int(brk["user_frame"].rsplit(":", 1)[1])
+    assert brk["user_frame"].endswith(f"breaking.py:{line}")
+    assert "torch.rand([]) < self.layerdrop" in source[line - 1]
+    assert row["graph_break_events"] == brk["count"] == 1
+    assert json.loads(row["break_types"]) == ["Data-dependent branching"]
+    assert "gave up on 1 frame(s)" in row["notes"]
+
+
 def test_a_message_the_registry_does_not_know_is_unregistered():
     assert dynamo_breaks.classify("Something new\n  Explanation: ...") == (
         "Something new",

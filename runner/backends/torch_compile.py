@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
-from torch._dynamo.utils import counters, get_compilation_metrics
+from torch._dynamo.exc import Unsupported
+from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
 from runner.backends import dynamo_breaks
 from runner.backends.base import Backend, Compiled
@@ -144,6 +145,7 @@ class CompiledModule(Compiled):
         result = ctx.result
         try:
             target, args = explain_target(self.program, self.subject.inputs)
+            clear_compilation_metrics()  # the recompile reasons were read before
             with self.subject.autocast():
                 explained = torch._dynamo.explain(target)(*args)
         except Exception as exc:
@@ -158,7 +160,16 @@ class CompiledModule(Compiled):
                     f"{explained.graph_count}: the break count is explain's"
                 )
                 result.graph_break_count = explained.graph_break_count
-            result.graph_breaks = merge_breaks(explained.break_reasons)
+            skipped = skipped_frames(get_compilation_metrics())
+            if skipped:
+                frames = sum(b.count for b in skipped)
+                ctx.note(
+                    f"dynamo gave up on {frames} frame(s) whole and ran them eagerly, "
+                    "compiling the calls inside them as frames of their own: explain "
+                    "lists no reason for those splits; the break rows carry the "
+                    "construct it gave up on"
+                )
+            result.graph_breaks = merge_breaks(explained.break_reasons) + skipped
         finally:
             torch._dynamo.reset()
         result.unique_break_count = len({b.reason for b in result.graph_breaks})
@@ -193,15 +204,45 @@ def graph_break(reason: str, frame: str | None, count: int = 1) -> GraphBreak:
 def merge_breaks(reasons: Iterable[Any]) -> list[GraphBreak]:
     """One ``GraphBreak`` per distinct (reason, user frame) of explain's break reasons,
     its count the events explain recorded for it."""
+    return _merged((reason.reason, user_frame(reason.user_stack)) for reason in reasons)
+
+
+def skipped_frames(metrics: Iterable[Any]) -> list[GraphBreak]:
+    """Break rows for the frames dynamo could not compile at all (an unsupported
+    construct where it cannot split the graph, such as a data-dependent branch inside a
+    loop: HF's ``layerdrop`` in training). Dynamo runs such a frame eagerly and compiles
+    each call inside it as a new frame, so the frame splits the graph, but explain lists
+    no break reason for it. One row per (reason, site), its count the frames skipped."""
+    return _merged(
+        (metric.fail_reason, _failure_site(metric))
+        for metric in metrics
+        if _is_unsupported(getattr(metric, "fail_type", None)) and metric.fail_reason
+    )
+
+
+def _merged(events: Iterable[tuple[str, str | None]]) -> list[GraphBreak]:
     merged: dict[tuple[str, str | None], GraphBreak] = {}
-    for reason in reasons:
-        frame = user_frame(reason.user_stack)
-        key = (summarize_reason(reason.reason), frame)
+    for reason, frame in events:
+        key = (summarize_reason(reason), frame)
         if key in merged:
             merged[key].count += 1
         else:
-            merged[key] = graph_break(reason.reason, frame)
+            merged[key] = graph_break(reason, frame)
     return list(merged.values())
+
+
+def _failure_site(metric: Any) -> str | None:
+    """``file:line`` of the user code that stopped dynamo in a frame it gave up on."""
+    filename = getattr(metric, "fail_user_frame_filename", None) or metric.co_filename
+    lineno = getattr(metric, "fail_user_frame_lineno", None) or metric.co_firstlineno
+    return f"{short_path(filename)}:{lineno}" if filename else None
+
+
+def _is_unsupported(fail_type: str | None) -> bool:
+    """Whether a compilation metric's ``fail_type`` names dynamo's ``Unsupported`` or a
+    subclass of it (a graph-break kind), not an internal error or a backend failure."""
+    kind = getattr(torch._dynamo.exc, fail_type, None) if fail_type else None
+    return isinstance(kind, type) and issubclass(kind, Unsupported)
 
 
 def user_frame(stack: list[Any] | None) -> str | None:
