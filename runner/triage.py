@@ -80,10 +80,16 @@ REPRO_CHARS = 200_000
 
 
 def job_timeout(cell: Cell, mode: str) -> float:
-    """How long a triage job of ``cell`` may run: each rung as long as the cell itself,
+    """How long a triage job of ``cell`` may run: each rung as long as the cell may,
     plus the bisector's or the minifier's budget."""
+    return job_seconds(cell, mode, cell.timeout_s)
+
+
+def job_seconds(cell: Cell, mode: str, rung_s: float) -> float:
+    """A triage job of ``cell`` at ``rung_s`` a rung: each rung runs the cell once, then
+    the bisector or the minifier may take its budget."""
     extra = {BISECT: BISECT_BUDGET_S, MINIFY: MINIFY_BUDGET_S + REPRO_CHECK_S}.get(mode, 0.0)
-    return cell.timeout_s * len(rungs(cell)) + extra
+    return rung_s * len(rungs(cell)) + extra
 
 
 def wants_triage(cell: Cell, result: CellResult) -> bool:

@@ -641,6 +641,34 @@ def test_no_cell_starts_that_would_end_after_the_deadline(tmp_path):
     assert [result.status for result in results] == ["pass"], one_cell_s
 
 
+def test_a_triage_job_is_judged_by_its_own_cells_time(tmp_path):
+    """Five fast cells, then a slow one that fails under inductor: its triage job
+    builds it once per rung (four). With the deadline 12 s after the run would end
+    without triage, the run's median cell would fit, the job would not: its cell is
+    recorded without a verdict, for the next run to triage."""
+    fast = _eager_cpu_cell("toy_models.py:TinyMLP")
+    slow = dataclasses.replace(
+        _eager_cpu_cell("breaking.py:SlowOpWithoutFakeKernel"),
+        config=CellConfig("inductor", "default", "false", "fp32"),
+    )
+    cells = [dataclasses.replace(fast, batch_size=size) for size in range(2, 7)] + [slow]
+    locks = tmp_path / "locks"
+    (tmp_path / "first").mkdir()
+    (tmp_path / "boxed").mkdir()
+    reference: list = []
+    started = time.monotonic()
+    Executor(tmp_path / "first", workers=1, lock_dir=locks).run(cells, reference.append)
+    untriaged_s = time.monotonic() - started
+    assert [r.status for r in reference] == ["pass"] * 5 + ["compile_error"]
+    results: list = []
+    executor = Executor(tmp_path / "boxed", workers=1, lock_dir=locks)
+    started = time.monotonic()
+    deadline = started + untriaged_s + 12.0
+    executor.run(cells, on_result=results.append, deadline=deadline, triage="ladder")
+    assert [r.status for r in results] == ["pass"] * 5 + ["compile_error"], untriaged_s
+    assert results[-1].triage_rung == "triage interrupted"
+
+
 def _eager_cpu_cell(fixture: str, **fields) -> Cell:
     """An eager fp32 cpu cell of a fixture module (``FILE:CLASS`` under tests/fixtures)."""
     spec = select(None, [str(FIXTURES / fixture)])[0]

@@ -40,7 +40,7 @@ from runner.matrix.results import (
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
-from runner.triage import TRIAGE, job_timeout, wants_triage
+from runner.triage import TRIAGE, job_seconds, job_timeout, wants_triage
 from runner.triage import merge as merge_triage
 from zoo.errors import interruption, raise_terminated
 
@@ -432,7 +432,11 @@ class Executor:
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
                         past_deadline = past_deadline or self._closed(deadline)
-                        if again and past_deadline and again[0].extra.get(TRIAGE):
+                        if (
+                            again
+                            and again[0].extra.get(TRIAGE)
+                            and (past_deadline or self._closed(deadline, _triage_s(again[0], held)))
+                        ):
                             # A triage job would end after the deadline: its cell is
                             # recorded without a verdict (the next --triage run gives one).
                             original = held.pop(again.popleft().key)
@@ -487,13 +491,15 @@ class Executor:
         self._walls.append(now - running.submitted)
         self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
 
-    def _closed(self, deadline: float | None) -> bool:
-        """Whether a cell started now would likely end after ``deadline``: now plus the
-        median wall time of the cells finished so far in this run (0 before the first)."""
+    def _closed(self, deadline: float | None, expected_s: float | None = None) -> bool:
+        """Whether work started now would likely end after ``deadline``: now plus
+        ``expected_s``, by default the median wall time of the cells finished so far in
+        this run (0 before the first)."""
         if deadline is None:
             return False
-        expected = statistics.median(self._walls) if self._walls else 0.0
-        return time.monotonic() + expected >= deadline
+        if expected_s is None:
+            expected_s = statistics.median(self._walls) if self._walls else 0.0
+        return time.monotonic() + expected_s >= deadline
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running
@@ -603,6 +609,13 @@ def _quiet_while_timing(slots: list[Worker | None]) -> None:
             worker.stop(now)
         elif worker.stopped and (not timing or worker in timing or not worker.running):
             worker.resume(now)
+
+
+def _triage_s(job: Cell, held: dict[str, CellResult]) -> float:
+    """What a triage job likely takes: it runs its failing cell once per rung, so that
+    cell's own time per rung (a large model's triage is several of its compiles, not
+    the run's median cell)."""
+    return job_seconds(job, job.extra[TRIAGE], held[job.key].wall_s or 0.0)
 
 
 def _stack_dump(log: str) -> str | None:
