@@ -641,6 +641,7 @@ def test_no_cell_starts_that_would_end_after_the_deadline(tmp_path):
     assert [result.status for result in results] == ["pass"], one_cell_s
 
 
+@pytest.mark.slow
 def test_a_triage_job_is_judged_by_its_own_cells_time(tmp_path):
     """Five fast cells, then a slow one that fails under inductor: its triage job
     builds it once per rung (four). With the deadline 12 s after the run would end
