@@ -3,7 +3,7 @@
 Reads the shipped parquet runs (and/or a database) and prints: pass rate per suite and
 family, the speedup distribution (wall-clock and GPU time), the commonest failure
 signatures and graph-break types, the models slower compiled than eager, and the
-launch-bound share. Every figure is over the newest row of each headline cell (inductor
+launch-bound and disturbed shares. Every figure is over the newest row of each headline cell (inductor
 default, dynamic false, bf16, inference, CUDA)::
 
     python benchmarks/zoo_report.py > docs/zoo-h200.md
@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
-from runner.matrix.labels import LAUNCH_BOUND_RATIO  # noqa: E402
+from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
 TOP = 15
@@ -89,6 +89,18 @@ def main() -> int:
             f"- launch-bound (fastest eager sample {LAUNCH_BOUND_RATIO:g}x its GPU time or "
             f"more): {len(bound)} of {len(profiled)} profiled cells"
         )
+    disturbed = con.execute(
+        "SELECT suite, count(*), count(*) FILTER (WHERE timing_disturbance >= ?) "
+        "FROM headline WHERE status = 'pass' GROUP BY suite ORDER BY suite",
+        [DISTURBED_RATIO],
+    ).fetchall()
+    shares = "; ".join(f"{suite} {n} of {total} ({n / total:.0%})" for suite, total, n in disturbed)
+    print(
+        f"- timing disturbed (a side's median {DISTURBED_RATIO:g}x its fastest sample or "
+        f"more: something ran beside it): {shares}. Their GPU-time speedups, from one "
+        "profiled call's kernels, are the figure less exposed to it; `zoo-run "
+        "--retry-disturbed` with fewer workers reruns them"
+    )
     memory = [r[6] for r in rows if r[6]]
     if memory:
         print(f"- peak memory compiled / eager: median {statistics.median(memory):.2f}")

@@ -183,6 +183,7 @@ def skip_recorded(
     force: bool,
     retry_failed: bool,
     untriaged: Collection[str] = (),
+    disturbed: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -190,6 +191,7 @@ def skip_recorded(
     died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
     reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
     triage reruns (and so triages), those of the backends the ladder can triage.
+    ``disturbed``: keys of recorded cells whose timing was disturbed, rerun.
     """
     if force:
         return plan
@@ -197,7 +199,8 @@ def skip_recorded(
     for cell in plan.cells:
         status = recorded.get(cell.key)
         triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
-        if status is None or triage or (retry_failed and status in RETRY_STATUSES):
+        rerun = triage or cell.key in disturbed or (retry_failed and status in RETRY_STATUSES)
+        if status is None or rerun:
             todo.append(cell)
         else:
             skipped.append(cell)

@@ -68,6 +68,34 @@ def test_timm_matrix_is_recorded_and_resumed(tmp_path, capsys):
     assert len(rows(db, "SELECT * FROM runs")) == 2
 
 
+@pytest.mark.slow
+def test_retry_disturbed_reruns_the_cells_whose_timing_was_disturbed(tmp_path, capsys):
+    """A resumed sweep skips recorded cells; --retry-disturbed reruns those whose latest
+    row says something ran beside their timing (the row's disturbance is set here: a
+    real one cannot be produced on demand)."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{TOY}:TinyMLP", "--models", "test_resnet", "--backends", "eager"]
+    args += ["--device", "cpu", "--db", str(db)]
+    assert main(args) == 0
+    disturbed = rows(db, "SELECT * FROM results WHERE model_id = 'timm/test_resnet'")[0]
+    with Store(db).connection() as con:
+        con.execute(
+            "UPDATE results SET timing_disturbance = 1.5 WHERE result_id = ?",
+            [disturbed["result_id"]],
+        )
+        con.execute(
+            "UPDATE results SET timing_disturbance = 1.05 WHERE result_id <> ?",
+            [disturbed["result_id"]],
+        )
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "nothing to run" in capsys.readouterr().out
+    assert main([*args, "--retry-disturbed"]) == 0
+    assert "rerunning 1 recorded cell(s) whose timing was disturbed" in capsys.readouterr().err
+    after = rows(db, "SELECT model_id FROM results ORDER BY recorded_at")
+    assert [r["model_id"] for r in after][-1] == "timm/test_resnet" and len(after) == 3
+
+
 @pytest.mark.inductor
 def test_one_inductor_cell(tmp_path):
     db = tmp_path / "zoo.duckdb"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from runner.backends import registry as backends
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
+from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import TRIAGED_STATUSES
 from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded, smaller_batch
 from runner.steps import registry as steps
@@ -245,6 +246,14 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="rerun recorded cells whose status is crash, timeout or oom",
     )
+    run.add_argument(
+        "--retry-disturbed",
+        action="store_true",
+        help=(
+            "rerun recorded cells whose timing was disturbed (a side's median "
+            f"{DISTURBED_RATIO:g}x its fastest sample or more), best with fewer --workers"
+        ),
+    )
     run.add_argument("--dry-run", action="store_true", help="print the plan and stop")
     run.add_argument("--shard", type=_shard, default=None, metavar="K/N")
     run.add_argument("--label", default=None, help="a name for this sweep")
@@ -477,13 +486,20 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         recorded = store.latest_by_key(keys)
         # Asking for triage triages the recorded failures that have none yet.
         untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
+        disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
         plan = skip_recorded(
             plan,
             recorded,
             force=args.force,
             retry_failed=args.retry_failed,
             untriaged=untriaged,
+            disturbed=disturbed,
         )
+        if disturbed and not args.force:
+            console.print(
+                f"rerunning {len(disturbed)} recorded cell(s) whose timing was disturbed "
+                "(--retry-disturbed)"
+            )
         rerun = sum(cell.key in untriaged for cell in plan.cells)
         if rerun and not args.force:
             console.print(

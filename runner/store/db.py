@@ -354,6 +354,15 @@ class Store:
             if status in statuses and rung in (None, TRIAGE_INTERRUPTED)
         }
 
+    def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
+        """The keys whose latest row's timing was disturbed: a side's median ``ratio``
+        times its fastest sample or more (``timing_disturbance``)."""
+        return {
+            key
+            for key, disturbance in self._latest(cell_keys, "timing_disturbance")
+            if disturbance is not None and disturbance >= ratio
+        }
+
     def _latest(self, cell_keys: list[str], columns: str) -> list[tuple]:
         """(cell_key, *columns) of the latest row of each of ``cell_keys`` that has one."""
         if not cell_keys:
