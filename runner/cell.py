@@ -24,7 +24,16 @@ from runner.backends import registry as backends
 from runner.backends.base import Backend, Compiled, Sides
 from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
-from runner.matrix.phases import ACCURACY, BUILD, EAGER, INPUTS, PROBE, PROFILE, REFERENCE
+from runner.matrix.phases import (
+    ACCURACY,
+    BUILD,
+    COMPILE,
+    EAGER,
+    INPUTS,
+    PROBE,
+    PROFILE,
+    REFERENCE,
+)
 from runner.matrix.results import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult
 from runner.measure.accuracy import accuracy_tolerance, compare_outputs
 from runner.measure.context import CellContext, Gate, Unsupported, no_gate
@@ -131,7 +140,7 @@ class CellProtocol:
                 )
                 try:
                     self.measure_compiled(
-                        backend, step, subject, program, compiled, reference, eager
+                        backend, step, subject, program, compiled, reference, eager, eager_once_s
                     )
                 finally:
                     compiled.close()
@@ -146,6 +155,7 @@ class CellProtocol:
         compiled: Compiled,
         reference: list[torch.Tensor],
         eager: list[torch.Tensor],
+        eager_once_s: float,
     ) -> None:
         result = self.result
         result.first_call_s = compiled.first_call_s
@@ -153,6 +163,16 @@ class CellProtocol:
         self.check_accuracy(subject, step, reference, eager, compiled.first_outputs)
         if self.checks_only:
             return
+        self.ctx.enter(COMPILE)
+        recompiled_s = compiled.second_call(subject, eager_once_s)
+        if recompiled_s is not None:
+            if result.compile_s is not None:
+                result.compile_s += recompiled_s
+            self.ctx.note(
+                f"the second call compiled again ({recompiled_s:.1f} s, counted in "
+                "compile_s): the first call changed what the compiler guards on "
+                "(recompile_reasons names the guard)"
+            )
         sides = Sides(self.ctx, subject, program, compiled)
         backend.before_timing(sides)
         with self.ctx.gate():

@@ -83,6 +83,23 @@ def test_recompile_reasons_name_the_guard_that_failed():
     assert "size mismatch at index 0" in reason and "expected 8, actual 4" in reason
 
 
+def test_a_recompile_caused_by_the_first_call_counts_as_compiling(tmp_path):
+    """The first call sets an attribute dynamo guards on (a train cell: each side steps
+    its own copy of the model): the second call compiles again, before the warm-up, and
+    that compile is in compile_s, its guard recorded."""
+    db = tmp_path / "zoo.duckdb"
+    model = ["--module", f"{BREAKING}:SetsAttributeOnFirstCall"]
+    args = [*model, "--backends", "eager", "--step", "train", "--device", "cpu"]
+    assert zoo_run([*args, "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "pass", row["error_message"]
+    assert row["recompile_count"] == 1
+    (reason,) = json.loads(row["recompile_reasons"])
+    assert "problem_type" in reason
+    assert "the second call compiled again" in row["notes"]
+    assert row["compile_s"] > 0
+
+
 def test_a_failing_backend_is_placed_above_the_rungs_that_pass(monkeypatch):
     """dynamo's own testing backend that swaps relu for something wrong: the three
     ladder rungs pass, the cell's backend is the one that fails."""

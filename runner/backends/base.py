@@ -76,6 +76,23 @@ class Compiled(ABC):
         self.first_call_s = time.perf_counter() - start
         self.first_outputs = host_tensors(outputs(value))
 
+    def second_call(self, subject: Subject, eager_once_s: float) -> float | None:
+        """A second call on the subject's inputs, before the warm-up. A program whose first
+        call changed what its compiler guards on (HF's classification losses set
+        ``config.problem_type`` on their first call) compiles again here, in phase
+        compile and outside any GPU hold, not in the warm-up's shared hold of the lock.
+        Returns that compile's seconds (the call minus one eager call), or None when
+        nothing compiled."""
+        before = self.graphs()
+        with subject.autocast():
+            subject.sync()
+            start = time.perf_counter()
+            self.run()
+            subject.sync()
+        if self.graphs() == before:
+            return None
+        return max(0.0, time.perf_counter() - start - eager_once_s)
+
     def close(self) -> None:  # noqa: B027 - optional: most hold nothing beyond the cell
         """Free what the compiled program holds beyond the cell (called after it)."""
 
