@@ -170,6 +170,23 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
 
 
+def test_matrix_html_draws_places_without_a_cell_side_by_side_as_one():
+    """Empty places in a row are one table cell spanning them (its background draws each
+    place's frame): fewer elements for the browser, the same columns."""
+    configs = ["c1", "c2", "c3", "inductor/default", "c5", "c6", "eager"]
+    page = charts.matrix_html(CELLS, configs, MODELS)
+    rows = re.findall(r"<tr><th class=\"model\">.*?</tr>", page, re.DOTALL)
+    spans = [
+        [int(span or 1) for span in re.findall(r'<td(?: class="[^"]*")?(?: colspan="(\d+)")?', row)]
+        for row in rows
+    ]
+    # timm/a has inductor/default and eager, timm/b inductor/default, timm/c eager.
+    assert spans == [[3, 1, 2, 1], [3, 1, 3], [6, 1]]
+    assert all(sum(row) == len(configs) for row in spans)
+    assert page.count('<td class="empty" colspan="3">') == 3
+    assert len(_tiles(page)) == len(CELLS)
+
+
 def test_a_disturbed_cell_is_hatched_and_the_legend_says_why():
     page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status")
     # timm/b inductor (1.5x its fastest sample) is disturbed, timm/a (1.01) is not.
