@@ -430,6 +430,11 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     disturbed = [html.unescape(tip) for _, _, tip in tiles if "timing disturbed" in tip]
     assert len(disturbed) == 1 and VIT in disturbed[0] and "a median 1.67x" in disturbed[0]
     assert len(at.get("download_button")) == 1
+    # What the statuses and marks mean: drawn once its expander is opened, not before.
+    (legend,) = [e for e in at.expander if e.label == "What the statuses and marks mean"]
+    assert not legend.proto.expanded and "| `compile_error` |" not in page
+    at.session_state["_marks_legend"] = True  # the expander's key (pages_/matrix.py)
+    page = texts(no_exception(at.run()))
     assert "| `compile_error` | compiling or running the compiled model raised |" in page
     # ... and what each caveat's mark means, with the docs section that explains it.
     fp32 = caveats.BY_KEY["ran-in-fp32"].doc
