@@ -929,6 +929,33 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
     assert command[-2:] == ["--server.address", "0.0.0.0"]
 
 
+def test_the_page_names_the_code_of_st_html_with_what_it_imports(tmp_path):
+    from dashboard import page_code
+
+    js = tmp_path / "js"
+    js.mkdir()
+    (js / "Html.Ab1.js").write_text('import{t}from"./purify.es.X2.js";import"./shared.Q.js";')
+    (js / "purify.es.X2.js").write_text('import{o}from"./shared.Q.js";')
+    (js / "shared.Q.js").write_text("export const o=1;")
+    (js / "HtmlOther.Z9.js").write_text("")
+    page = '<head><link rel="modulepreload" href="./static/js/shared.Q.js"></head>'
+    # What the page already loads is not named twice; a kind not there is left out.
+    assert page_code.chunks(js, page, ["Html", "NoSuchKind"]) == ["Html.Ab1.js", "purify.es.X2.js"]
+    served = page_code.with_preloads(page, ["Html.Ab1.js"])
+    assert served.endswith(
+        '<link rel="modulepreload" crossorigin href="./static/js/Html.Ab1.js"></head>'
+    )
+    assert page_code.with_preloads(page, []) == page
+    # The installed Streamlit keeps st.html's code where this looks for it.
+    import streamlit
+
+    static = Path(streamlit.__file__).parent / "static"
+    index = (static / "index.html").read_text(encoding="utf-8")
+    assert any(
+        name.startswith("Html.") for name in page_code.chunks(static / "static" / "js", index)
+    )
+
+
 # -- untrusted text --
 
 HOST = "127.0.0.1:9"
