@@ -8,7 +8,8 @@ app reads (``reads.database``, one per process), imports what the pages need, an
 what every page shows whatever its filters (the header's counts and the filters'
 options) and the first page of the unfiltered matrix, the address a first visit opens.
 Everything else that depends on a page or its filters is read, and cached, when a
-browser first asks for it.
+browser first asks for it. The page it serves names the code of the matrix's kind of
+element, so the browser fetches it with Streamlit's own (``dashboard.page_code``).
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def serve_page_code() -> None:
             original = index.read_text(encoding="utf-8")
         except OSError:
             return handler
+        index = index.resolve()
         names = page_code.chunks(Path(directory) / "static" / "js", original)
         page = page_code.with_preloads(original, names)
         get_response = handler.get_response
@@ -90,7 +92,7 @@ def serve_page_code() -> None:
         async def get_page(path: str, scope):
             response = await get_response(path, scope)
             served = getattr(response, "path", None)
-            is_index = served is not None and Path(served).resolve() == index.resolve()
+            is_index = served is not None and Path(served).resolve() == index
             if is_index or (response.status_code == 304 and path in ("", ".", "index.html")):
                 # No ETag: the browser's copy is never taken for this one.
                 return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
