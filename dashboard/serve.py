@@ -8,7 +8,8 @@ app reads (``reads.database``, one per process), imports what the pages need, an
 what every page shows whatever its filters (the header's counts and the filters'
 options) and the first page of the unfiltered matrix, the address a first visit opens.
 Everything else that depends on a page or its filters is read, and cached, when a
-browser first asks for it.
+browser first asks for it. The page it serves names the code of the matrix's kind of
+element, so the browser fetches it with Streamlit's own (``dashboard.page_code``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ import logging
 import sys
 import threading
 import time
+from pathlib import Path
+
+from dashboard import page_code
 
 READY = "zoo-dashboard: results loaded"
 
@@ -59,7 +63,49 @@ def preload() -> None:
     )
 
 
+def serve_page_code() -> None:
+    """Have Streamlit's server name the first page's element code in every page it
+    serves (``dashboard.page_code``). Streamlit has no setting for it: this wraps the
+    function that makes its static files' handler, and if that is not where this
+    Streamlit keeps it, the page stays as Streamlit serves it."""
+    try:
+        from starlette.responses import HTMLResponse
+        from streamlit.web.server.starlette import starlette_static_routes as routes
+    except ImportError:
+        return
+    make_handler = getattr(routes, "create_streamlit_static_handler", None)
+    if make_handler is None:
+        return
+
+    def create(directory: str, base_url: str | None):
+        handler = make_handler(directory=directory, base_url=base_url)
+        index = Path(directory) / "index.html"
+        try:
+            original = index.read_text(encoding="utf-8")
+        except OSError:
+            return handler
+        index = index.resolve()
+        names = page_code.chunks(Path(directory) / "static" / "js", original)
+        page = page_code.with_preloads(original, names)
+        get_response = handler.get_response
+
+        async def get_page(path: str, scope):
+            response = await get_response(path, scope)
+            served = getattr(response, "path", None)
+            is_index = served is not None and Path(served).resolve() == index
+            if is_index or (response.status_code == 304 and path in ("", ".", "index.html")):
+                # No ETag: the browser's copy is never taken for this one.
+                return HTMLResponse(page, headers={"Cache-Control": "no-cache"})
+            return response
+
+        handler.get_response = get_page
+        return handler
+
+    routes.create_streamlit_static_handler = create
+
+
 def main() -> None:
+    serve_page_code()
     threading.Thread(target=preload, name="zoo-preload", daemon=True).start()
     from streamlit.web.cli import main as streamlit
 

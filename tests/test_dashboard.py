@@ -170,6 +170,23 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
 
 
+def test_matrix_html_draws_places_without_a_cell_side_by_side_as_one():
+    """Empty places in a row are one table cell spanning them (its background draws each
+    place's frame): fewer elements for the browser, the same columns."""
+    configs = ["c1", "c2", "c3", "inductor/default", "c5", "c6", "eager"]
+    page = charts.matrix_html(CELLS, configs, MODELS)
+    rows = re.findall(r"<tr><th class=\"model\">.*?</tr>", page, re.DOTALL)
+    spans = [
+        [int(span or 1) for span in re.findall(r'<td(?: class="[^"]*")?(?: colspan="(\d+)")?', row)]
+        for row in rows
+    ]
+    # timm/a has inductor/default and eager, timm/b inductor/default, timm/c eager.
+    assert spans == [[3, 1, 2, 1], [3, 1, 3], [6, 1]]
+    assert all(sum(row) == len(configs) for row in spans)
+    assert page.count('<td class="empty" colspan="3">') == 3
+    assert len(_tiles(page)) == len(CELLS)
+
+
 def test_a_disturbed_cell_is_hatched_and_the_legend_says_why():
     page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status")
     # timm/b inductor (1.5x its fastest sample) is disturbed, timm/a (1.01) is not.
@@ -413,6 +430,11 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     disturbed = [html.unescape(tip) for _, _, tip in tiles if "timing disturbed" in tip]
     assert len(disturbed) == 1 and VIT in disturbed[0] and "a median 1.67x" in disturbed[0]
     assert len(at.get("download_button")) == 1
+    # What the statuses and marks mean: drawn once its expander is opened, not before.
+    (legend,) = [e for e in at.expander if e.label == "What the statuses and marks mean"]
+    assert not legend.proto.expanded and "| `compile_error` |" not in page
+    at.session_state["_marks_legend"] = True  # the expander's key (pages_/matrix.py)
+    page = texts(no_exception(at.run()))
     assert "| `compile_error` | compiling or running the compiled model raised |" in page
     # ... and what each caveat's mark means, with the docs section that explains it.
     fp32 = caveats.BY_KEY["ran-in-fp32"].doc
@@ -905,6 +927,33 @@ def test_zoo_dashboard_passes_paths_as_env_and_other_arguments_to_streamlit(tmp_
     cli.main(["--server.address", "0.0.0.0"])
     ((command, _),) = calls
     assert command[-2:] == ["--server.address", "0.0.0.0"]
+
+
+def test_the_page_names_the_code_of_st_html_with_what_it_imports(tmp_path):
+    from dashboard import page_code
+
+    js = tmp_path / "js"
+    js.mkdir()
+    (js / "Html.Ab1.js").write_text('import{t}from"./purify.es.X2.js";import"./shared.Q.js";')
+    (js / "purify.es.X2.js").write_text('import{o}from"./shared.Q.js";')
+    (js / "shared.Q.js").write_text("export const o=1;")
+    (js / "HtmlOther.Z9.js").write_text("")
+    page = '<head><link rel="modulepreload" href="./static/js/shared.Q.js"></head>'
+    # What the page already loads is not named twice; a kind not there is left out.
+    assert page_code.chunks(js, page, ["Html", "NoSuchKind"]) == ["Html.Ab1.js", "purify.es.X2.js"]
+    served = page_code.with_preloads(page, ["Html.Ab1.js"])
+    assert served.endswith(
+        '<link rel="modulepreload" crossorigin href="./static/js/Html.Ab1.js"></head>'
+    )
+    assert page_code.with_preloads(page, []) == page
+    # The installed Streamlit keeps st.html's code where this looks for it.
+    import streamlit
+
+    static = Path(streamlit.__file__).parent / "static"
+    index = (static / "index.html").read_text(encoding="utf-8")
+    assert any(
+        name.startswith("Html.") for name in page_code.chunks(static / "static" / "js", index)
+    )
 
 
 # -- untrusted text --

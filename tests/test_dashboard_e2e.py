@@ -12,7 +12,9 @@ package and Debian's chromium; without them the test is skipped, except under CI
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -94,6 +96,13 @@ def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path
         page = browser.new_page(viewport={"width": 1400, "height": 1100})
         page.set_default_timeout(TIMEOUT_MS)
 
+        # The page names st.html's code, so the browser fetches it with Streamlit's own
+        # (dashboard/page_code.py): every page, the address of a page as well.
+        for address in (server, f"{server}/summary"):
+            with urllib.request.urlopen(address) as response:
+                assert re.search(
+                    r'rel="modulepreload"[^>]*/Html\.[\w-]+\.js"', response.read().decode()
+                )
         page.goto(server)
         page.locator(TILE).first.wait_for()
         page.get_by_text("Models 1–3 of 3", exact=False).wait_for()

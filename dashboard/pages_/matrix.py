@@ -16,6 +16,7 @@ from dashboard.status import NOT_RUN, category
 from dashboard.text import plain
 from runner.matrix.results import STATUSES
 
+LEGEND_KEY = "_marks_legend"
 # How the matrix marks a tile's caveat: its own mark for two, a corner for the rest.
 MARKS = {"disturbed": "hatched", "launch-bound": "bar below"}
 STATUS_MEANING = {
@@ -42,6 +43,33 @@ def _open_family() -> None:
     if points:
         st.session_state["family"] = [points[0]["y"]]
         st.session_state["rows"] = "models"
+
+
+def _explain_marks() -> None:
+    """What each status and each caveat's mark on a tile means."""
+    st.markdown(
+        "| category | status | meaning |\n| --- | --- | --- |\n"
+        + "\n".join(
+            f"| {category(status)} | `{status}` | {STATUS_MEANING[status]} |" for status in STATUSES
+        )
+        + f"\n| {NOT_RUN} | | no cell was recorded for this model and config |"
+    )
+    st.caption(
+        "Pass rates are over the attempted cells: unsupported ones (the config cannot run "
+        "on this machine, e.g. a backend not installed) and places not run are counted "
+        "beside them, never as failures."
+    )
+    st.markdown(
+        "| mark on the tile | caveat | meaning | explained in |\n| --- | --- | --- | --- |\n"
+        + "\n".join(
+            f"| {MARKS.get(caveat.key, 'dark corner')} | {caveat.badge} | {caveat.meaning} | "
+            f"[{caveat.doc}](docs?doc={caveat.doc.path}&section={caveat.doc.anchor}) |"
+            for caveat in caveats.CAVEATS
+        )
+    )
+    st.caption(
+        "A caveat qualifies a cell's numbers, never its status: a pass with a caveat passed."
+    )
 
 
 view = reads.current_view()
@@ -131,27 +159,9 @@ else:
         + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
     )
 
-with st.expander("What the statuses and marks mean"):
-    st.markdown(
-        "| category | status | meaning |\n| --- | --- | --- |\n"
-        + "\n".join(
-            f"| {category(status)} | `{status}` | {STATUS_MEANING[status]} |" for status in STATUSES
-        )
-        + f"\n| {NOT_RUN} | | no cell was recorded for this model and config |"
-    )
-    st.caption(
-        "Pass rates are over the attempted cells: unsupported ones (the config cannot run "
-        "on this machine, e.g. a backend not installed) and places not run are counted "
-        "beside them, never as failures."
-    )
-    st.markdown(
-        "| mark on the tile | caveat | meaning | explained in |\n| --- | --- | --- | --- |\n"
-        + "\n".join(
-            f"| {MARKS.get(caveat.key, 'dark corner')} | {caveat.badge} | {caveat.meaning} | "
-            f"[{caveat.doc}](docs?doc={caveat.doc.path}&section={caveat.doc.anchor}) |"
-            for caveat in caveats.CAVEATS
-        )
-    )
-    st.caption(
-        "A caveat qualifies a cell's numbers, never its status: a pass with a caveat passed."
-    )
+# Its tables are drawn only while it is open: the browser would otherwise parse and draw
+# their Markdown, hidden, on every load and filter change (docs/PERFORMANCE.md).
+legend = st.expander("What the statuses and marks mean", key=LEGEND_KEY, on_change="rerun")
+if legend.open:
+    with legend:
+        _explain_marks()
