@@ -23,14 +23,21 @@ ITEM = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
 PRINT = "Failed to trace builtin operator"
 
 
+def passing_cell(tmp_path: Path, fixture: str, *args: str) -> tuple[Path, dict]:
+    """One eager cell on CPU of a class of breaking.py, recorded: its database and row,
+    which passed."""
+    db = tmp_path / "zoo.duckdb"
+    module = ["--module", f"{BREAKING}:{fixture}", "--backends", "eager", "--device", "cpu"]
+    assert zoo_run([*module, *args, "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "pass", row["error_message"]
+    return db, row
+
+
 def test_the_article_model_breaks_with_two_registered_types(tmp_path):
     """Under torch 2.11 dynamo traces the assert on a tensor and the loop over np.arange;
     the .item() into a dict and the print break the graph (explain agrees)."""
-    db = tmp_path / "zoo.duckdb"
-    args = ["--module", f"{BREAKING}:ArticleModel", "--backends", "eager", "--device", "cpu"]
-    assert zoo_run([*args, "--db", str(db)]) == 0
-    (row,) = rows(db)
-    assert row["status"] == "pass", row["error_message"]
+    db, row = passing_cell(tmp_path, "ArticleModel")
     assert (row["graph_break_count"], row["graph_break_events"]) == (2, 2)
     assert json.loads(row["break_types"]) == [PRINT, ITEM]
     breaks = rows(db, "SELECT * FROM graph_breaks ORDER BY idx")
@@ -46,11 +53,7 @@ def test_a_frame_dynamo_gives_up_on_gets_its_reason(tmp_path):
     """HF's LayerDrop (BART and Whisper train cells): a data-dependent branch inside a
     loop makes dynamo run forward eagerly and compile its layers as frames of their own.
     explain counts the split but lists no reason; the break row names the branch."""
-    db = tmp_path / "zoo.duckdb"
-    args = ["--module", f"{BREAKING}:LayerDrop", "--backends", "eager", "--device", "cpu"]
-    assert zoo_run([*args, "--db", str(db)]) == 0
-    (row,) = rows(db)
-    assert row["status"] == "pass", row["error_message"]
+    db, row = passing_cell(tmp_path, "LayerDrop")
     assert (row["graph_count"], row["graph_break_count"]) == (2, 1)
     (brk,) = rows(db, "SELECT * FROM graph_breaks")
     assert brk["break_type"] == "Data-dependent branching"
@@ -87,12 +90,7 @@ def test_a_recompile_caused_by_the_first_call_counts_as_compiling(tmp_path):
     """The first call sets an attribute dynamo guards on (a train cell: each side steps
     its own copy of the model): the second call compiles again, before the warm-up, and
     that compile is in compile_s, its guard recorded."""
-    db = tmp_path / "zoo.duckdb"
-    model = ["--module", f"{BREAKING}:SetsAttributeOnFirstCall"]
-    args = [*model, "--backends", "eager", "--step", "train", "--device", "cpu"]
-    assert zoo_run([*args, "--db", str(db)]) == 0
-    (row,) = rows(db)
-    assert row["status"] == "pass", row["error_message"]
+    _, row = passing_cell(tmp_path, "SetsAttributeOnFirstCall", "--step", "train")
     assert row["recompile_count"] == 1
     (reason,) = json.loads(row["recompile_reasons"])
     assert "problem_type" in reason
