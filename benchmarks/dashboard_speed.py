@@ -74,7 +74,7 @@ from tests.live_dashboard import (  # noqa: E402
 
 SHIPPED_RUNS = REPO / "data" / "runs"
 LABEL = "SYNTHETIC benchmark data (benchmarks/dashboard_speed.py)"
-MATRIX_TILE = "table.zoo-matrix td a"
+MATRIX_TILE = ".zoo-matrix a[title]"
 VIEWPORT = {"width": 1400, "height": 1000}
 MODELS, FAMILIES = 2_000, 150
 CONFIGS = (
@@ -282,7 +282,7 @@ def _graph_breaks(rng, results: pa.Table) -> pa.Table:
 
 
 # The matrix's row labels (model ids), top to bottom, as a JavaScript expression.
-ROW_LABELS = "[...document.querySelectorAll('table.zoo-matrix th.model')].map(t => t.textContent)"
+ROW_LABELS = "[...document.querySelectorAll('.zoo-matrix a.model')].map(t => t.textContent)"
 
 
 SEARCHES = ("model01", "f003_", "model19")

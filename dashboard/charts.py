@@ -56,36 +56,43 @@ TILE_PX = 17
 TILE_GAP_PX = 2
 TILE_PITCH_PX = TILE_PX + TILE_GAP_PX
 HEADER_PX = 190
-_MATRIX_CSS = f"""
-.zoo-matrix-frame {{ overflow-x: auto; }}
-table.zoo-matrix {{ border-collapse: separate; border-spacing: {TILE_GAP_PX}px; width: auto;
-    margin: 0; font-size: 12px; line-height: 1; }}
-table.zoo-matrix th, table.zoo-matrix td {{ border: 0; padding: 0; background: none; }}
-table.zoo-matrix td {{ width: {TILE_PX}px; height: {TILE_PX}px; }}
-table.zoo-matrix td a {{ display: block; width: {TILE_PX}px; height: {TILE_PX}px; }}
-table.zoo-matrix td a:hover {{ outline: 2px solid #212121; }}
-table.zoo-matrix td.empty, .zoo-legend .not-run {{ background: {NOT_RUN_FILL};
-    box-shadow: inset 0 0 0 1px {NOT_RUN_EDGE}; }}
-table.zoo-matrix td.empty[colspan] {{ box-shadow: none; background:
-    linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, transparent {TILE_PX}px)
+# The matrix is a CSS grid, one element a tile: a table needed two (a cell and its link),
+# and the browser's cost of a page (sanitizing, parsing, laying out) follows its
+# elements: a page of 1,000 tiles drew in about half the time (docs/PERFORMANCE.md).
+# Each model's row is a subgrid of the page's columns; its ::before draws the frame of
+# every place of the row, under its tiles, so a place without a cell is no element.
+_NOT_RUN_PLACES = f"""linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, transparent {TILE_PX}px)
         0 0 / {TILE_PITCH_PX}px 1px repeat-x,
     linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, transparent {TILE_PX}px)
         0 100% / {TILE_PITCH_PX}px 1px repeat-x,
     linear-gradient(to right, {NOT_RUN_EDGE} 1px, {NOT_RUN_FILL} 1px {TILE_PX - 1}px,
         {NOT_RUN_EDGE} {TILE_PX - 1}px {TILE_PX}px, transparent {TILE_PX}px)
-        0 0 / {TILE_PITCH_PX}px 100% repeat-x; }}
-table.zoo-matrix td.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
-table.zoo-matrix td.caveat a, .zoo-legend .caveat {{ background-image: {CORNER_MARK}; }}
-table.zoo-matrix td.disturbed, .zoo-legend .disturbed {{ background-image:
-    repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px); }}
-table.zoo-matrix th.config {{ vertical-align: bottom; }}
-table.zoo-matrix th.config div {{ width: {TILE_PX}px; white-space: nowrap; font-weight: normal;
+        0 0 / {TILE_PITCH_PX}px 100% repeat-x"""
+_HATCH = "repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px)"
+_MATRIX_CSS = f"""
+.zoo-matrix-frame {{ overflow-x: auto; }}
+.zoo-matrix {{ display: grid; gap: {TILE_GAP_PX}px; width: max-content; padding: {TILE_GAP_PX}px;
+    font-size: 12px; line-height: 1; }}
+.zoo-matrix > div {{ display: grid; grid-column: 1 / -1; grid-template-columns: subgrid;
+    grid-template-rows: {TILE_PX}px; align-items: center; }}
+.zoo-matrix > div::before {{ content: ""; grid-area: 1 / 2 / 2 / -1; align-self: stretch;
+    background: {_NOT_RUN_PLACES}; }}
+.zoo-matrix > div > a {{ grid-row: 1; align-self: stretch; }}
+.zoo-matrix > div > a:hover {{ outline: 2px solid #212121; }}
+.zoo-matrix > div > a.model {{ grid-column: 1; align-self: center; text-align: right;
+    padding-right: 6px; white-space: nowrap; color: inherit; text-decoration: none; }}
+.zoo-matrix > div > a.model:hover {{ outline: none; text-decoration: underline; }}
+.zoo-matrix > div.configs {{ grid-template-rows: auto; align-items: end; }}
+.zoo-matrix > div.configs::before, .zoo-matrix > div.family::before {{ content: none; }}
+.zoo-matrix .configs span {{ grid-row: 1; width: {TILE_PX}px; white-space: nowrap;
     transform: translate(8px, 0) rotate(-55deg); transform-origin: bottom left; }}
-table.zoo-matrix th.model {{ text-align: right; font-weight: normal; padding-right: 6px;
-    white-space: nowrap; }}
-table.zoo-matrix th.model a {{ color: inherit; text-decoration: none; }}
-table.zoo-matrix tr.family th {{ text-align: left; font-weight: normal; color: #616161;
-    font-size: 11px; padding: 6px 0 2px 0; border-top: 1px dotted #9e9e9e; }}
+.zoo-matrix > div.family {{ display: block; color: #616161; font-size: 11px;
+    padding: 6px 0 2px 0; border-top: 1px dotted #9e9e9e; }}
+.zoo-matrix a.launch-bound {{ box-shadow: inset 0 -4px 0 #212121; }}
+.zoo-matrix a.caveat, .zoo-legend .caveat {{ background-image: {CORNER_MARK}; }}
+.zoo-matrix a.disturbed, .zoo-legend .disturbed {{ background-image: {_HATCH}; }}
+.zoo-matrix a.disturbed.caveat {{ background-image: {CORNER_MARK}, {_HATCH}; }}
+.zoo-legend .not-run {{ background: {NOT_RUN_FILL}; box-shadow: inset 0 0 0 1px {NOT_RUN_EDGE}; }}
 """
 # The matrix's x categories can be long ("inductor/max-autotune-no-cudagraphs dyn=auto
 # bf16"); they sit on top, turned, so they stay visible above a tall page of rows.
@@ -232,15 +239,6 @@ def _tile_style(row, color_by: str) -> str:
     return STATUS_COLORS.get(row.status, UNKNOWN_STATUS_COLOR)
 
 
-def _empty_places(count: int) -> str:
-    """``count`` places without a cell side by side, as one table cell: the browser
-    sanitizes, lays out and paints each element of the matrix, and a page of the shipped
-    sweep is mostly such places (1,575 of its 1,650); its background draws the frames."""
-    if count > 1:
-        return f'<td class="empty" colspan="{count}"></td>'
-    return '<td class="empty"></td>' if count else ""
-
-
 def matrix_html(
     cells: pd.DataFrame,
     configs: list[str],
@@ -248,8 +246,8 @@ def matrix_html(
     color_by: str = "status",
     link_params: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """Models (rows, in the given order) by configs (columns) as an HTML table, one
-    coloured tile per cell, for ``st.html``.
+    """Models (rows, in the given order) by configs (columns) as an HTML grid, one
+    coloured tile (a link) per cell, for ``st.html``.
 
     Plain HTML rather than a plotly chart: the browser shows it as soon as Streamlit's
     page is up, while plotly.js takes seconds to start on a small machine (see
@@ -275,33 +273,26 @@ def matrix_html(
         model: f"detail?model={urllib.parse.quote_plus(model_of.get(model, model))}"
         for model in models
     }
+    # Each config's column (the model's name is the first) and its part of a tile's link.
+    column = {config: index for index, config in enumerate(configs, start=2)}
     config_arg = {config: f"&amp;config={urllib.parse.quote_plus(config)}" for config in configs}
 
     # The config names stand turned by 55 degrees above their columns: the row is as tall
     # as the longest one needs (about 5.6 px a character at 12 px, times sin 55 degrees).
     header_px = round(20 + 4.6 * max((len(config) for config in configs), default=0))
-    head = "".join(
-        f'<th class="config"><div>{html.escape(config)}</div></th>' for config in configs
-    )
+    head = "".join(f"<span>{html.escape(config)}</span>" for config in configs)
     rows = []
     previous = object()
     for model in models:
         family = family_of.get(model)
         if several_families and family != previous:
-            rows.append(
-                f'<tr class="family"><th colspan="{len(configs) + 1}">'
-                f"{html.escape(family or '–')}</th></tr>"
-            )
+            rows.append(f'<div class="family">{html.escape(family or "–")}</div>')
         previous = family
         tiles = []
-        empty = 0
         for config in configs:
             row = by_cell.get((model, config))
             if row is None:
-                empty += 1
                 continue
-            tiles.append(_empty_places(empty))
-            empty = 0
             badges = [
                 name
                 for name, on in (
@@ -314,21 +305,21 @@ def matrix_html(
             badge = f' class="{" ".join(badges)}"' if badges else ""
             # background-color, not background: a class's hatching stays over it.
             tiles.append(
-                f'<td{badge} style="background-color:{_tile_style(row, color_by)}">'
-                f'<a href="{model_link[model]}{config_arg[config]}{keep}" '
-                f'title="{html.escape(_tooltip(row))}"></a></td>'
+                f'<a{badge} style="background-color:{_tile_style(row, color_by)};'
+                f'grid-column:{column[config]}" href="{model_link[model]}{config_arg[config]}'
+                f'{keep}" title="{html.escape(_tooltip(row))}"></a>'
             )
-        tiles.append(_empty_places(empty))
         rows.append(
-            f'<tr><th class="model"><a href="{model_link[model]}{keep}">{html.escape(model)}</a></th>'
+            f'<div><a class="model" href="{model_link[model]}{keep}">{html.escape(model)}</a>'
             + "".join(tiles)
-            + "</tr>"
+            + "</div>"
         )
     return (
         f"<style>{_MATRIX_CSS}</style>"
-        f'<div class="zoo-matrix-frame"><table class="zoo-matrix">'
-        f'<thead><tr style="height:{header_px}px"><th></th>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f'<div class="zoo-matrix-frame"><div class="zoo-matrix" style="grid-template-columns:'
+        f'max-content repeat({len(configs)},{TILE_PX}px)">'
+        f'<div class="configs" style="height:{header_px}px"><span></span>{head}</div>'
+        f"{''.join(rows)}</div></div>"
     )
 
 

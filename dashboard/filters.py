@@ -9,7 +9,7 @@ are not among a widget's options, and the queries take the chosen values as para
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import streamlit as st
 
@@ -68,13 +68,6 @@ class Filters:
     device: tuple[str, ...] = ()
     bound: tuple[str, ...] = ()
     timing: tuple[str, ...] = ()
-
-    def params(self) -> dict[str, object]:
-        """The named parameters of the filtered queries in ``dashboard.queries``."""
-        return {
-            f.name: (getattr(self, f.name) if f.name == "search" else list(getattr(self, f.name)))
-            for f in fields(self)
-        }
 
     def query(self) -> list[tuple[str, str]]:
         """The filters as the URL's query parameters, for links that keep them."""

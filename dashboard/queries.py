@@ -1,5 +1,7 @@
 """Every SQL statement of the dashboard, parameterized."""
 
+from dataclasses import fields
+
 from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
@@ -114,72 +116,70 @@ PREPARE = (
     """,
 )
 
-# The filters every page applies, as named parameters (dashboard.filters.Filters.params):
-# lists of accepted values (empty: any) and a case-insensitive search text. With runs
-# chosen, the newest row of each matrix cell among those runs counts; the status filter
-# applies to that row.
-_PARAMS = """
-    params AS (
-        SELECT
-            $run::VARCHAR[] AS run, $suite::VARCHAR[] AS suite, $family::VARCHAR[] AS family,
-            $status::VARCHAR[] AS status, $backend::VARCHAR[] AS backend,
-            $mode::VARCHAR[] AS mode, $dynamic::VARCHAR[] AS dynamic,
-            $precision::VARCHAR[] AS precision, $step::VARCHAR[] AS step,
-            $size::VARCHAR[] AS size,
-            $device::VARCHAR[] AS device, $bound::VARCHAR[] AS bound,
-            $timing::VARCHAR[] AS timing,
-            lower($search::VARCHAR) AS search
-    )
-"""
+# The filters every page applies (dashboard.filters.Filters): for each, the values it
+# accepts (none: any), and a case-insensitive search text. With runs chosen, the newest
+# row of each matrix cell among those runs counts; the status filter applies to that row.
+# A filtered statement names its rows `chosen` through the CTE CHOSEN stands for (or, over
+# every row `c`, the condition FILTERED_ROWS stands for); `filtered` writes them for the
+# filters in force, their values as parameters, so that the statement DuckDB plans has
+# only the conditions in force: half the time of one that tests every filter on every row
+# (docs/PERFORMANCE.md, "Dashboard").
+CHOSEN = "/* the CTE `chosen` (queries.filtered) */"
+FILTERED_ROWS = "/* the filters' condition on row c (queries.filtered) */"
 
 
-def _matches(alias: str) -> str:
-    """Whether row ``alias`` passes every filter but the run's (and params ``p``)."""
-    return f"""
-        (len(p.suite) = 0 OR list_contains(p.suite, {alias}.suite))
-            AND (len(p.family) = 0 OR list_contains(p.family, {alias}.family))
-            AND (len(p.status) = 0 OR list_contains(p.status, {alias}.status))
-            AND (len(p.backend) = 0 OR list_contains(p.backend, {alias}.backend))
-            AND (len(p.mode) = 0 OR list_contains(p.mode, {alias}.mode))
-            AND (len(p.dynamic) = 0 OR list_contains(p.dynamic, {alias}.dynamic))
-            AND (len(p.precision) = 0 OR list_contains(p.precision, {alias}.precision))
-            AND (len(p.step) = 0 OR list_contains(p.step, {alias}.step))
-            AND (len(p.size) = 0 OR list_contains(p.size, {alias}.size))
-            AND (len(p.device) = 0 OR list_contains(p.device, {alias}.device))
-            AND (len(p.bound) = 0 OR list_contains(p.bound, {alias}.bound))
-            AND (len(p.timing) = 0 OR list_contains(p.timing, {alias}.timing))
-            AND (p.search = '' OR contains(lower({alias}.model_id), p.search))
-    """
-
-
-def _in_runs(alias: str) -> str:
-    """Whether row ``alias`` is of a chosen run or label (any, when none is chosen)."""
-    return (
-        f"(len(p.run) = 0 OR list_contains(p.run, {alias}.run_id) "
-        f"OR list_contains(p.run, {alias}.label))"
-    )
-
-
-_CHOSEN = f"""
-    {_PARAMS},
-    in_runs AS (
-        SELECT c.* FROM cells c, params p
-        WHERE len(p.run) > 0 AND {_in_runs("c")}
-    ),
+def filtered(sql: str, filters, **params) -> tuple[str, dict[str, object]]:
+    """``sql`` with its CHOSEN and FILTERED_ROWS written for ``filters`` (a
+    ``dashboard.filters.Filters``), and the parameters it takes: ``params`` and the
+    filters' values. Column names come from the Filters fields, never from a value."""
+    params = dict(params)
+    if CHOSEN in sql:
+        if filters.run:
+            scoped = f"""
+    in_runs AS (SELECT * FROM cells c WHERE {_in_runs("c", filters, params)}),
     scoped AS (
-        SELECT l.* FROM latest_cells l, params p WHERE len(p.run) = 0
-        UNION ALL
         SELECT * FROM in_runs
         WHERE result_id IN (
             SELECT max_by(result_id, (recorded_at, result_id)) FROM in_runs
             GROUP BY row_id, config
         )
-    ),
-    chosen AS (
-        SELECT s.* FROM scoped s, params p
-        WHERE {_matches("s")}
+    )"""
+        else:
+            scoped = "scoped AS (SELECT * FROM latest_cells)"
+        where = " AND ".join(_conditions("s", filters, params)) or "TRUE"
+        sql = sql.replace(
+            CHOSEN, f"{scoped},\n    chosen AS (SELECT s.* FROM scoped s WHERE {where})"
+        )
+    if FILTERED_ROWS in sql:
+        runs = [_in_runs("c", filters, params)] if filters.run else []
+        where = " AND ".join(runs + _conditions("c", filters, params)) or "TRUE"
+        sql = sql.replace(FILTERED_ROWS, where)
+    return sql, params
+
+
+def _conditions(alias: str, filters, params: dict) -> list[str]:
+    """Row ``alias`` passes each filter in force but the run's; their values into ``params``."""
+    conditions = []
+    for field in fields(filters):
+        name, values = field.name, getattr(filters, field.name)
+        if name in ("search", "run") or not values:
+            continue
+        params[name] = list(values)
+        conditions.append(f"list_contains(${name}::VARCHAR[], {alias}.{name})")
+    if filters.search:
+        params["search"] = filters.search
+        conditions.append(f"contains(lower({alias}.model_id), lower($search::VARCHAR))")
+    return conditions
+
+
+def _in_runs(alias: str, filters, params: dict) -> str:
+    """Row ``alias`` is of a chosen run or label."""
+    params["run"] = list(filters.run)
+    return (
+        f"(list_contains($run::VARCHAR[], {alias}.run_id) "
+        f"OR list_contains($run::VARCHAR[], {alias}.label))"
     )
-"""
+
 
 # The values each filter offers. Every model and config has a newest row, so those come
 # from latest_cells (fast); statuses from every row, so a run filter never hides one.
@@ -239,7 +239,7 @@ FROM latest_cells
 
 # The columns (configs) and number of rows (models, families) of the filtered matrix.
 MATRIX_SHAPE = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     config, any_value(backend) AS backend, any_value(mode) AS mode,
     any_value(dynamic) AS dynamic, any_value(precision) AS precision,
@@ -252,7 +252,7 @@ GROUP BY config
 
 # One page of matrix rows: models ordered by family then id ($limit, $offset).
 MATRIX_CELLS = f"""
-WITH {_CHOSEN},
+WITH {CHOSEN},
 page AS (
     SELECT DISTINCT family, row_id FROM chosen
     ORDER BY family, row_id
@@ -269,7 +269,7 @@ ORDER BY c.family, c.row_id, c.config
 # The matrix by family: one row per family and config; pass rates count attempted cells
 # (not unsupported ones), beside the unsupported and the not run (dashboard.status).
 FAMILY_MATRIX = f"""
-WITH {_CHOSEN},
+WITH {CHOSEN},
 family_models AS (SELECT family, count(DISTINCT model_id) AS n FROM chosen GROUP BY family)
 SELECT
     family, config,
@@ -288,7 +288,7 @@ ORDER BY family, config
 
 # Every cell the filters show, for the CSV download.
 CHOSEN_CELLS = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
@@ -302,7 +302,7 @@ ORDER BY family, model_id, config
 
 # Per suite and config: pass rate, geomean speedup over passing cells, medians.
 SUMMARY = f"""
-WITH {_CHOSEN},
+WITH {CHOSEN},
 suite_models AS (SELECT suite, count(DISTINCT model_id) AS n FROM chosen GROUP BY suite)
 SELECT
     suite, variant, config,
@@ -328,7 +328,7 @@ GROUP BY suite, variant, config
 # Passing cells for the speedup charts: all of them, or a repeatable sample of
 # $max_points (ordered by a hash, so the same filters always draw the same points).
 SPEEDUP_POINTS = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     row_id AS model_id, config, backend, speedup, compile_s, memory_ratio,
     len(caveats) > 0 AS caveat
@@ -355,7 +355,7 @@ _COMPILES = _QUARTILES.format(
     name="compile", value="compile_s", where="status = 'pass' AND compile_s > 0"
 )
 DISTRIBUTIONS = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     config, variant, any_value(backend) AS backend, any_value(mode) AS mode,
     any_value(dynamic) AS dynamic, any_value(precision) AS precision,
@@ -369,11 +369,10 @@ GROUP BY config, variant
 # not only the newest, each model's newest row within the sweep. The filters apply to
 # every row as they do to the newest ones elsewhere.
 SWEEP_TRENDS = f"""
-WITH {_PARAMS},
-swept AS (
+WITH swept AS (
     SELECT c.*, CASE WHEN c.label <> '' THEN c.label ELSE 'run ' || c.run_id[:8] END AS sweep
-    FROM cells c, params p
-    WHERE {_in_runs("c")} AND {_matches("c")}
+    FROM cells c
+    WHERE {FILTERED_ROWS}
 ),
 newest AS (
     SELECT * FROM swept
@@ -400,7 +399,7 @@ ORDER BY config, variant, first_recorded, sweep
 # Failing cells grouped by their normalized error signature (the status when none);
 # unsupported cells are no failures: UNSUPPORTED_REASONS.
 FAILURE_GROUPS = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     status,
     coalesce(error_signature, error_type, status) AS signature,
@@ -421,7 +420,7 @@ ORDER BY cells DESC, status, signature
 
 # Cells that could not run here, by their reason: not failures (dashboard.status).
 UNSUPPORTED_REASONS = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     coalesce(unsupported_reason, 'no reason recorded') AS reason,
     count(*) AS cells,
@@ -553,7 +552,7 @@ ORDER BY c.env_id
 # type is the first line of dynamo's message with its id in torch's graph-break registry;
 # rows recorded before types were kept fall back to their one-line reason.
 BREAK_TYPES = f"""
-WITH {_CHOSEN}
+WITH {CHOSEN}
 SELECT
     coalesce(g.break_type, g.reason) AS break_type,
     coalesce(g.registry_id, 'unregistered') AS registry_id,
@@ -597,7 +596,7 @@ _LEADERBOARD_COLUMNS = """
 # The first $limit rows of each view, and how many it holds in all.
 LEADERBOARD = {
     name: f"""
-    WITH {_CHOSEN}
+    WITH {CHOSEN}
     SELECT {_LEADERBOARD_COLUMNS}, count(*) OVER () AS matching
     FROM chosen
     WHERE {where}
@@ -610,7 +609,7 @@ LEADERBOARD = {
 # -- Config vs config: two matrix columns ($a, $b) model by model --
 
 CONFIG_PAIR = f"""
-WITH {_CHOSEN},
+WITH {CHOSEN},
 a AS (SELECT * FROM chosen WHERE config = $a),
 b AS (SELECT * FROM chosen WHERE config = $b)
 SELECT

@@ -54,6 +54,10 @@ class Database:
         with self.con.cursor() as cursor:
             return cursor.execute(sql, params or {}).df()
 
+    def filtered(self, sql: str, filters: Filters, **params) -> pd.DataFrame:
+        """A statement over the rows ``filters`` shows (``queries.filtered``)."""
+        return self.query(*queries.filtered(sql, filters, **params))
+
 
 def resolve_paths() -> tuple[Path, Path]:
     """The runs folder and database: env vars, else ./data, else this checkout's data."""
@@ -135,7 +139,7 @@ class MatrixShape:
 
 @_cached
 def matrix_shape(db: Database, filters: Filters) -> MatrixShape:
-    frame = db.query(queries.MATRIX_SHAPE, filters.params())
+    frame = db.filtered(queries.MATRIX_SHAPE, filters)
     if frame.empty:
         return MatrixShape([], 0, 0)
     return MatrixShape(
@@ -153,23 +157,23 @@ MATRIX_ROWS = 50
 def matrix_cells(
     db: Database, filters: Filters, page: int, per_page: int = MATRIX_ROWS
 ) -> pd.DataFrame:
-    params = {**filters.params(), "limit": per_page, "offset": (page - 1) * per_page}
-    return db.query(queries.MATRIX_CELLS, params)
+    offset = (page - 1) * per_page
+    return db.filtered(queries.MATRIX_CELLS, filters, limit=per_page, offset=offset)
 
 
 @_cached
 def family_matrix(db: Database, filters: Filters) -> pd.DataFrame:
-    return db.query(queries.FAMILY_MATRIX, filters.params())
+    return db.filtered(queries.FAMILY_MATRIX, filters)
 
 
 def chosen_cells(db: Database, filters: Filters) -> pd.DataFrame:
     """Every cell the filters show (for CSV downloads; built only when clicked)."""
-    return db.query(queries.CHOSEN_CELLS, filters.params())
+    return db.filtered(queries.CHOSEN_CELLS, filters)
 
 
 @_cached
 def summary(db: Database, filters: Filters) -> pd.DataFrame:
-    frame = db.query(queries.SUMMARY, filters.params())
+    frame = db.filtered(queries.SUMMARY, filters)
     order = sorted(
         range(len(frame)),
         key=lambda i: (frame["suite"][i], frame["variant"][i], config_order(frame.iloc[i])),
@@ -184,7 +188,7 @@ def summary(db: Database, filters: Filters) -> pd.DataFrame:
 
 @_cached
 def speedup_points(db: Database, filters: Filters) -> pd.DataFrame:
-    return db.query(queries.SPEEDUP_POINTS, {**filters.params(), "max_points": SPEEDUP_MAX_POINTS})
+    return db.filtered(queries.SPEEDUP_POINTS, filters, max_points=SPEEDUP_MAX_POINTS)
 
 
 def _in_config_order(frame: pd.DataFrame) -> pd.DataFrame:
@@ -200,13 +204,13 @@ def _in_config_order(frame: pd.DataFrame) -> pd.DataFrame:
 def distributions(db: Database, filters: Filters) -> pd.DataFrame:
     """Per config: quartiles, smallest and largest speedup and compile time of its
     passing cells (``queries.DISTRIBUTIONS``)."""
-    return _in_config_order(db.query(queries.DISTRIBUTIONS, filters.params()))
+    return _in_config_order(db.filtered(queries.DISTRIBUTIONS, filters))
 
 
 @_cached
 def sweep_trends(db: Database, filters: Filters) -> pd.DataFrame:
     """Pass rate and geomean speedup per config and sweep, for configs of several sweeps."""
-    frame = db.query(queries.SWEEP_TRENDS, filters.params())
+    frame = db.filtered(queries.SWEEP_TRENDS, filters)
     firsts = frame.drop_duplicates(["config", "variant"])
     order = {
         (row["config"], row["variant"]): rank
@@ -232,7 +236,7 @@ def pass_rates(summary: pd.DataFrame) -> pd.DataFrame:
 
 @_cached
 def failure_groups(db: Database, filters: Filters) -> pd.DataFrame:
-    return db.query(queries.FAILURE_GROUPS, filters.params())
+    return db.filtered(queries.FAILURE_GROUPS, filters)
 
 
 LEADERBOARD_ROWS = 1_000
@@ -245,22 +249,22 @@ def leaderboard(
     """The first ``limit`` cells (None: all) of a quick view (``queries.LEADERBOARD_VIEWS``),
     each with ``matching``: how many the view holds in all."""
     rows = 2**62 if limit is None else limit
-    return db.query(queries.LEADERBOARD[view], {**filters.params(), "limit": rows})
+    return db.filtered(queries.LEADERBOARD[view], filters, limit=rows)
 
 
 @_cached
 def config_pair(db: Database, filters: Filters, a: str, b: str) -> pd.DataFrame:
-    return db.query(queries.CONFIG_PAIR, {**filters.params(), "a": a, "b": b})
+    return db.filtered(queries.CONFIG_PAIR, filters, a=a, b=b)
 
 
 @_cached
 def unsupported_reasons(db: Database, filters: Filters) -> pd.DataFrame:
-    return db.query(queries.UNSUPPORTED_REASONS, filters.params())
+    return db.filtered(queries.UNSUPPORTED_REASONS, filters)
 
 
 @_cached
 def break_types(db: Database, filters: Filters) -> pd.DataFrame:
-    return db.query(queries.BREAK_TYPES, filters.params())
+    return db.filtered(queries.BREAK_TYPES, filters)
 
 
 @_cached

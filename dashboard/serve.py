@@ -21,18 +21,23 @@ import time
 from pathlib import Path
 
 from dashboard import page_code
+from dashboard.static_cache import AssetCache
 
 READY = "zoo-dashboard: results loaded"
+
+
+def _wait_for_runtime() -> None:
+    from streamlit import runtime
+
+    while not runtime.exists():
+        time.sleep(0.01)
 
 
 def preload() -> None:
     """Import the pages' modules and load the results; print how long it took."""
     start = time.perf_counter()
-    from streamlit import runtime
-
     # The pages' caches bind to the runtime's storage when their module is imported.
-    while not runtime.exists():
-        time.sleep(0.01)
+    _wait_for_runtime()
     import streamlit as st
 
     from dashboard import charts, reads  # noqa: F401  (imported for the first request)
@@ -69,7 +74,7 @@ def serve_page_code() -> None:
     function that makes its static files' handler, and if that is not where this
     Streamlit keeps it, the page stays as Streamlit serves it."""
     try:
-        from starlette.responses import HTMLResponse
+        from starlette.responses import FileResponse, HTMLResponse, Response
         from streamlit.web.server.starlette import starlette_static_routes as routes
     except ImportError:
         return
@@ -88,8 +93,26 @@ def serve_page_code() -> None:
         names = page_code.chunks(Path(directory) / "static" / "js", original)
         page = page_code.with_preloads(original, names)
         get_response = handler.get_response
+        apply_cache_rule = getattr(handler, "_apply_cache_headers", None)
+
+        def headers_of(file: Path, stat, path: str):
+            # What Streamlit's handler answers: Starlette's headers for the file, then
+            # Streamlit's cache rule for its path.
+            response = FileResponse(file, stat_result=stat)
+            apply_cache_rule(response, path)
+            return response.headers.items()
+
+        assets = AssetCache(headers_of)
+        if apply_cache_rule is not None:
+            threading.Thread(
+                target=assets.fill, args=(Path(directory),), name="zoo-static", daemon=True
+            ).start()
 
         async def get_page(path: str, scope):
+            asset = assets.get(path, scope)
+            if asset is not None:
+                body, headers = asset
+                return Response(body, headers=headers)
             response = await get_response(path, scope)
             served = getattr(response, "path", None)
             is_index = served is not None and Path(served).resolve() == index

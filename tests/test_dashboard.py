@@ -130,10 +130,16 @@ MODELS = ["timm/a", "timm/b", "timm/c"]
 def _tiles(page: str) -> list[tuple[str, str, str]]:
     """(background, link, tooltip) of every tile of a matrix's HTML, top left first."""
     return re.findall(
-        r'<td(?: class="[^"]*")? style="background-color:([^"]+)"><a href="([^"]+)" '
-        r'title="([^"]*)"',
+        r'<a(?: class="[^"]*")? style="background-color:([^";]+);grid-column:\d+" '
+        r'href="([^"]+)" title="([^"]*)"',
         page,
     )
+
+
+def _columns(page: str) -> list[list[int]]:
+    """The grid column of each tile, row by row (a model's name is column 1)."""
+    rows = re.findall(r'<div><a class="model".*?</div>', page, re.DOTALL)
+    return [[int(c) for c in re.findall(r"grid-column:(\d+)", row)] for row in rows]
 
 
 def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_detail():
@@ -158,39 +164,40 @@ def test_matrix_html_has_a_tile_per_cell_with_its_numbers_and_a_link_to_its_deta
     assert urllib.parse.parse_qsl(target.query) == [
         ("model", "timm/b"), ("config", "inductor/default"), ("status", "pass"),
     ]  # fmt: skip
-    # timm/c has no inductor cell: an empty place, no tile.
-    assert page.count('<td class="empty">') == 2
-    assert re.findall(r'<th class="config"><div>([^<]+)</div>', page) == CONFIGS
-    assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', page) == MODELS
+    # timm/b and timm/c have one cell each: timm/c's eager is in eager's column, the
+    # place of its inductor cell empty.
+    assert _columns(page) == [[2, 3], [2], [3]]
+    assert "grid-template-columns:max-content repeat(2,17px)" in page
+    (head,) = re.findall(r'<div class="configs"[^>]*><span></span>(.*?)</div>', page)
+    assert re.findall(r"<span>([^<]+)</span>", head) == CONFIGS
+    assert re.findall(r'<a class="model" href="[^"]+">([^<]+)</a>', page) == MODELS
     # The turned config names fit above the tiles: a longer name, a taller header.
     longer = charts.matrix_html(CELLS, [*CONFIGS, "inductor/max-autotune-no-cudagraphs"], MODELS)
-    height = re.compile(r'<tr style="height:(\d+)px">')
+    height = re.compile(r'<div class="configs" style="height:(\d+)px">')
     assert int(height.search(longer)[1]) > int(height.search(page)[1])
     # Two families on the page: a row naming each before its first model.
-    assert re.findall(r'<tr class="family"><th colspan="3">([^<]+)</th>', page) == ["fa", "fb"]
+    assert re.findall(r'<div class="family">([^<]+)</div>', page) == ["fa", "fb"]
 
 
-def test_matrix_html_draws_places_without_a_cell_side_by_side_as_one():
-    """Empty places in a row are one table cell spanning them (its background draws each
-    place's frame): fewer elements for the browser, the same columns."""
+def test_matrix_html_draws_places_without_a_cell_as_no_element():
+    """A row is its model's name and one element a tile, each in its config's column; the
+    places without a cell are the row's background (fewer elements for the browser)."""
     configs = ["c1", "c2", "c3", "inductor/default", "c5", "c6", "eager"]
     page = charts.matrix_html(CELLS, configs, MODELS)
-    rows = re.findall(r"<tr><th class=\"model\">.*?</tr>", page, re.DOTALL)
-    spans = [
-        [int(span or 1) for span in re.findall(r'<td(?: class="[^"]*")?(?: colspan="(\d+)")?', row)]
-        for row in rows
-    ]
     # timm/a has inductor/default and eager, timm/b inductor/default, timm/c eager.
-    assert spans == [[3, 1, 2, 1], [3, 1, 3], [6, 1]]
-    assert all(sum(row) == len(configs) for row in spans)
-    assert page.count('<td class="empty" colspan="3">') == 3
+    assert _columns(page) == [[5, 8], [5], [8]]
+    rows = re.findall(r'<div><a class="model".*?</div>', page, re.DOTALL)
+    assert [row.count("<a ") for row in rows] == [3, 2, 2]
+    assert (
+        "<td" not in page and "<span" not in page.split('class="configs"')[1].split("</div>", 1)[1]
+    )
     assert len(_tiles(page)) == len(CELLS)
 
 
 def test_a_disturbed_cell_is_hatched_and_the_legend_says_why():
     page = charts.matrix_html(CELLS, CONFIGS, MODELS, "status")
     # timm/b inductor (1.5x its fastest sample) is disturbed, timm/a (1.01) is not.
-    classes = re.findall(r'<td(?: class="([^"]*)")? style="background-color', page)
+    classes = re.findall(r'<a(?: class="([^"]*)")? style="background-color', page)
     assert classes == ["", "", "disturbed", ""]
     for color_by in ("status", "speedup"):
         legend = charts.status_legend(CELLS, color_by)
@@ -421,7 +428,7 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
         ("compile_error", 1),
     ):
         assert f"{status} ({count})" in matrix
-    assert re.findall(r'<th class="model"><a href="[^"]+">([^<]+)</a>', matrix) == [
+    assert re.findall(r'<a class="model" href="[^"]+">([^<]+)</a>', matrix) == [
         "timm/convnext_atto", "timm/resnet18", VIT,
     ]  # fmt: skip
     tiles = _tiles(matrix)
@@ -768,7 +775,7 @@ def test_caveats_are_badges_in_matrix_and_leaderboard_and_reasons_in_model_detai
     at = no_exception(_app_on(paths, monkeypatch).run())
     matrix = matrix_page(at)
     cornered = re.findall(
-        r'<td class="([^"]*caveat[^"]*)"[^>]*><a href="([^"]+)" title="([^"]*)"', matrix
+        r'<a class="([^"]*caveat[^"]*)" [^>]*href="([^"]+)" title="([^"]*)"', matrix
     )
     assert len(cornered) == 4
     tips = {urllib.parse.parse_qs(html.unescape(link).split("?")[1])["config"][0]: html.unescape(tip)
@@ -856,10 +863,11 @@ def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkey
     assert "NVIDIA H200 (5 cells), CPU (1 cells)" in texts(at)
     matrix = matrix_page(at)
     # The configs keep their names; the CPU run of the tiny model is a row of its own.
-    assert re.findall(r'<th class="config"><div>([^<]+)</div>', matrix) == [
+    (head,) = re.findall(r'<div class="configs"[^>]*><span></span>(.*?)</div>', matrix)
+    assert re.findall(r"<span>([^<]+)</span>", head) == [
         "inductor/default dyn=false bf16", "eager dyn=false bf16", "aot_eager dyn=false bf16",
     ]  # fmt: skip
-    rows = re.findall(r'<th class="model"><a href="([^"]+)">([^<]+)</a>', matrix)
+    rows = re.findall(r'<a class="model" href="([^"]+)">([^<]+)</a>', matrix)
     assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cpu tiny") in rows
     assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cuda full") in rows
 
@@ -954,6 +962,41 @@ def test_the_page_names_the_code_of_st_html_with_what_it_imports(tmp_path):
     assert any(
         name.startswith("Html.") for name in page_code.chunks(static / "static" / "js", index)
     )
+
+
+def test_static_files_are_kept_in_memory_with_their_headers_and_nothing_else(tmp_path):
+    from dashboard.static_cache import AssetCache
+
+    (tmp_path / "static" / "js").mkdir(parents=True)
+    (tmp_path / "static" / "js" / "index.A1.js").write_bytes(b"export const a=1;")
+    (tmp_path / "index.html").write_text("<html></html>")
+    asked = []
+
+    def headers_of(file, stat, path):
+        asked.append(path)
+        return [("etag", f"{file.name}:{stat.st_size}")]
+
+    assets = AssetCache(headers_of)
+    assets.fill(tmp_path)
+    # Only what is under static/ (the page itself is Streamlit's, with our preloads).
+    assert len(assets) == 1
+    get = {"method": "GET", "headers": [(b"accept", b"*/*")]}
+    for _ in range(2):
+        assert assets.get("static/js/index.A1.js", get) == (
+            b"export const a=1;",
+            {"etag": "index.A1.js:17"},
+        )
+    # Its headers are made when it is first served, once.
+    assert asked == ["static/js/index.A1.js"]
+    assert assets.get("static/js/none.js", get) is None
+    # A browser revalidating its copy, a range or a POST: Streamlit's handler answers.
+    for scope in (
+        {"method": "GET", "headers": [(b"if-none-match", b'"x"')]},
+        {"method": "GET", "headers": [(b"range", b"bytes=0-3")]},
+        {"method": "POST", "headers": []},
+        {"method": "HEAD", "headers": []},
+    ):
+        assert assets.get("static/js/index.A1.js", scope) is None
 
 
 # -- untrusted text --

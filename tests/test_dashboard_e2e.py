@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -29,7 +30,7 @@ INSTALL = (
     "apt-get install chromium (Debian's, at /usr/bin/chromium)"
 )
 pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
-TILE = "table.zoo-matrix td a"
+TILE = ".zoo-matrix a[title]"
 TIMEOUT_MS = 30_000
 
 
@@ -103,6 +104,24 @@ def test_matrix_filter_and_detail_in_a_browser(sync_playwright, server, tmp_path
                 assert re.search(
                     r'rel="modulepreload"[^>]*/Html\.[\w-]+\.js"', response.read().decode()
                 )
+        # Streamlit's own files come from memory (dashboard/static_cache.py): the same
+        # bytes and headers as from its handler, which still answers a revalidation.
+        with urllib.request.urlopen(server) as response:
+            script = re.search(r'src="\./(static/js/index\.[\w-]+\.js)"', response.read().decode())
+        import streamlit
+
+        on_disk = (Path(streamlit.__file__).parent / "static" / script[1]).read_bytes()
+        with urllib.request.urlopen(f"{server}/{script[1]}") as response:
+            assert response.read() == on_disk
+            assert response.headers["Cache-Control"].startswith("public, immutable")
+            assert response.headers["Content-Type"] == "application/javascript"
+            etag = response.headers["ETag"]
+        revalidate = urllib.request.Request(
+            f"{server}/{script[1]}", headers={"If-None-Match": etag}
+        )
+        with pytest.raises(urllib.error.HTTPError, match="304"):
+            urllib.request.urlopen(revalidate)
+
         page.goto(server)
         page.locator(TILE).first.wait_for()
         page.get_by_text("Models 1–3 of 3", exact=False).wait_for()

@@ -91,7 +91,7 @@ def test_hostile_text_and_url_parameters_show_as_text_on_every_page(
         # named in a warning, never read.
         pair = f"config_a={quoted('inductor/default dyn=false bf16')}"
         visits = [
-            ("/?q=evil", "table.zoo-matrix td a"),
+            ("/?q=evil", ".zoo-matrix a[title]"),
             ("/?rows=families", ".js-plotly-plot"),
             (f"/detail?model={quoted(evil)}", ("inductor codegen", ":red[message red]")),
             ("/summary", ".js-plotly-plot"),
@@ -112,7 +112,7 @@ def test_hostile_text_and_url_parameters_show_as_text_on_every_page(
             assert_inert(page, host, hits)
         # A value no widget offers is dropped from the address, never echoed.
         page.goto(f"{url}/?status={quoted(hostile(host, 'status'))}&family=x")
-        page.locator("table.zoo-matrix td a").first.wait_for()
+        page.locator(".zoo-matrix a[title]").first.wait_for()
         assert "status=" not in page.url
         assert_inert(page, host, hits)
         browser.close()
@@ -136,7 +136,7 @@ def test_clicking_a_family_tile_opens_its_models_without_a_widget_warning(
         point = page.locator(".js-plotly-plot .scatterlayer .point").first
         point.wait_for()
         point.click(force=True)
-        page.locator("table.zoo-matrix td a").first.wait_for()
+        page.locator(".zoo-matrix a[title]").first.wait_for()
         assert "family=" in page.url and "rows=families" not in page.url
         browser.close()
     text = log.read_text()
