@@ -60,7 +60,10 @@ HEADER_PX = 190
 # and the browser's cost of a page (sanitizing, parsing, laying out) follows its
 # elements: a page of 1,000 tiles drew in about half the time (docs/PERFORMANCE.md).
 # Each model's row is a subgrid of the page's columns; its ::before draws the frame of
-# every place of the row, under its tiles, so a place without a cell is no element.
+# every place of the row, under its tiles, so a place without a cell is no element. The
+# frame is a layer of its own (will-change): Streamlit fades the page's elements while a
+# rerun runs, and the browser then repainted the whole matrix (40 ms for 1,000 tiles)
+# to fade it, where it now fades the layer's pixels.
 _NOT_RUN_PLACES = f"""linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, transparent {TILE_PX}px)
         0 0 / {TILE_PITCH_PX}px 1px repeat-x,
     linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, transparent {TILE_PX}px)
@@ -70,7 +73,7 @@ _NOT_RUN_PLACES = f"""linear-gradient(to right, {NOT_RUN_EDGE} {TILE_PX}px, tran
         0 0 / {TILE_PITCH_PX}px 100% repeat-x"""
 _HATCH = "repeating-linear-gradient(45deg, rgba(255,255,255,.75) 0 2px, transparent 2px 5px)"
 _MATRIX_CSS = f"""
-.zoo-matrix-frame {{ overflow-x: auto; }}
+.zoo-matrix-frame {{ overflow-x: auto; will-change: transform; }}
 .zoo-matrix {{ display: grid; gap: {TILE_GAP_PX}px; width: max-content; padding: {TILE_GAP_PX}px;
     font-size: 12px; line-height: 1; }}
 .zoo-matrix > div {{ display: grid; grid-column: 1 / -1; grid-template-columns: subgrid;

@@ -149,8 +149,9 @@ def matrix_shape(db: Database, filters: Filters) -> MatrixShape:
     )
 
 
-# Models a page of the matrix shows.
-MATRIX_ROWS = 50
+# Models a page of the matrix shows by default, and the choices (pages_/matrix.py).
+MATRIX_ROWS = 25
+MATRIX_PAGE_SIZES = (25, 50, 100)
 
 
 @_cached

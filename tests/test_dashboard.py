@@ -449,6 +449,32 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
     assert f"(docs?doc={fp32.path}&section={fp32.anchor})" in page
 
 
+def test_the_matrix_shows_25_models_a_page_and_more_when_asked(tmp_path, monkeypatch):
+    store = Store.open(tmp_path / "zoo.duckdb")
+    store.record_environment(ENV)
+    run = RunRecord(label="many", command="zoo-run", status="finished")
+    store.start_run(run)
+    store.write_results(
+        run.run_id,
+        [cell(f"m{n:02d}", "fam", "eager", "pass", **timed(1.0, 1.0)) for n in range(60)],
+    )
+    at = no_exception(_app_on((tmp_path / "no-runs", tmp_path / "zoo.duckdb"), monkeypatch).run())
+    names = re.compile(r'<a class="model" href="[^"]+">([^<]+)</a>')
+    assert "Models 1–25 of 60" in texts(at) and len(names.findall(matrix_page(at))) == 25
+    assert at.button_group(key="per").value == "25"
+    at.button_group(key="per").set_value("50")
+    at = no_exception(at.run())
+    assert "Models 1–50 of 60" in texts(at)
+    assert names.findall(matrix_page(at))[-1] == "timm/m49"
+    at.session_state["page"] = 2
+    at = no_exception(at.run())
+    assert "Models 51–60 of 60" in texts(at) and len(names.findall(matrix_page(at))) == 10
+    # The page size is read from the URL, as the filters are: a shared link shows as many.
+    shared = _app_on((tmp_path / "no-runs", tmp_path / "zoo.duckdb"), monkeypatch)
+    shared.query_params["per"] = "100"
+    assert "Models 1–60 of 60" in texts(no_exception(shared.run()))
+
+
 def test_url_filters_are_validated_and_applied(app):
     app.query_params["status"] = ["compile_error", "no-such-status"]
     app.query_params["backend"] = "inductor"

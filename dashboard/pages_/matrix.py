@@ -83,7 +83,9 @@ if not shape.models:
     st.stop()
 
 # No format_func on bound widgets: the URL carries the formatted option.
-left, middle, right, download = st.columns([1, 1, 2, 1], vertical_alignment="bottom")
+left, middle, per_page_column, right, download = st.columns(
+    [1.4, 1.4, 1.4, 2.0, 1.3], vertical_alignment="bottom"
+)
 with left:
     color_by = st.segmented_control(
         "Colour by",
@@ -129,10 +131,24 @@ if rows_by == "families":
         config={"displayModeBar": False},
     )
 else:
-    pages = max(1, math.ceil(shape.models / reads.MATRIX_ROWS))
-    # A new filter starts again at the first page; the page number lives in the URL.
-    if st.session_state.get("_matrix_filters") != chosen:
-        st.session_state["_matrix_filters"] = chosen
+    with per_page_column:
+        # 25 models by default, more a click away: a page of 50 takes the browser about
+        # twice as long to draw as one of 25 (docs/PERFORMANCE.md, "Dashboard").
+        per_page = int(
+            st.segmented_control(
+                "Models per page",
+                [str(n) for n in reads.MATRIX_PAGE_SIZES],
+                default=str(reads.MATRIX_ROWS),
+                required=True,
+                key="per",
+                bind="query-params",
+            )
+        )
+    pages = max(1, math.ceil(shape.models / per_page))
+    # A new filter, or a new page size, starts again at the first page; the page number
+    # lives in the URL.
+    if st.session_state.get("_matrix_filters") != (chosen, per_page):
+        st.session_state["_matrix_filters"] = (chosen, per_page)
         if st.session_state.get("page", 1) != 1:
             st.session_state["page"] = 1
     with right:
@@ -142,9 +158,9 @@ else:
             else 1
         )
     page = min(page, pages)
-    cells = reads.matrix_cells(db, chosen, page)
+    cells = reads.matrix_cells(db, chosen, page, per_page)
     models = list(dict.fromkeys(cells["row_id"]))
-    first = (page - 1) * reads.MATRIX_ROWS + 1
+    first = (page - 1) * per_page + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
         f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
