@@ -83,8 +83,8 @@ if not shape.models:
     st.stop()
 
 # No format_func on bound widgets: the URL carries the formatted option.
-left, middle, per_page_column, right, download = st.columns(
-    [1.4, 1.4, 1.4, 2.0, 1.3], vertical_alignment="bottom"
+left, middle, per_page_column, _, download = st.columns(
+    [1.4, 1.4, 1.4, 1.0, 1.3], vertical_alignment="bottom"
 )
 with left:
     color_by = st.segmented_control(
@@ -151,12 +151,8 @@ else:
         st.session_state["_matrix_filters"] = (chosen, per_page)
         if st.session_state.get("page", 1) != 1:
             st.session_state["page"] = 1
-    with right:
-        page = (
-            st.pagination(pages, key="page", bind="query-params", width="stretch")
-            if pages > 1
-            else 1
-        )
+    # A row of its own, wide enough to offer the pages around this one.
+    page = st.pagination(pages, key="page", bind="query-params") if pages > 1 else 1
     page = min(page, pages)
     cells = reads.matrix_cells(db, chosen, page, per_page)
     models = list(dict.fromkeys(cells["row_id"]))
