@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import caveats, charts, reads
 from dashboard.status import NOT_RUN, category
-from dashboard.text import plain
+from dashboard.text import Html, plain
 from runner.matrix.results import STATUSES
 
 LEGEND_KEY = "_marks_legend"
@@ -165,10 +165,12 @@ else:
     # One HTML element for legend and matrix, and Markdown rather than st.table below:
     # each other kind of element has the browser fetch and run more code before it paints.
     st.html(
-        '<p class="zoo-legend">'
-        + charts.status_legend(cells, color_by, len(models) * len(shape.configs) - len(cells))
-        + "</p>"
-        + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
+        Html(
+            '<p class="zoo-legend">'
+            + charts.status_legend(cells, color_by, len(models) * len(shape.configs) - len(cells))
+            + "</p>"
+            + charts.matrix_html(cells, shape.configs, models, color_by, chosen.query())
+        )
     )
 
 # Its tables are drawn only while it is open: the browser would otherwise parse and draw
