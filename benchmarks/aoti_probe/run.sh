@@ -7,6 +7,8 @@
 #      parse_device_str) in a plain g++-built library called through ctypes: without
 #      torch, after importing torch, with LC_ALL=C, with g++'s own libstdc++ preloaded;
 #   3. the MLP of aoti_mlp.py four ways, and once more with that preload;
+#   4. the C++ compilers the machine has, and the MLP built by each other one (CXX,
+#      which Inductor's builder reads): a wrapper built by another compiler's headers;
 # with the native stack (segv_bt.c, preloaded) of whatever crashes, named by addr2line.
 set -u
 python=${PYTHON:-python3}
@@ -48,5 +50,16 @@ for variant in plain cpu aot_load runner; do
   probe "aoti-$variant" "" "$python" "$here/aoti_mlp.py" "$variant" &
 done
 probe aoti-plain-preloaded "$stdcxx" "$python" "$here/aoti_mlp.py" plain &
+wait
+
+echo "C++ compilers here:"
+compilers=$(compgen -c | grep -E '^(g\+\+|clang\+\+)(-[0-9]+)?$' | sort -u)
+for cxx in $compilers; do
+  echo "    $cxx: $("$cxx" --version | head -1), libstdc++ $(readlink -f "$("$cxx" -print-file-name=libstdc++.so.6)")"
+done
+for cxx in $compilers; do
+  [ "$cxx" = g++ ] && continue
+  CXX=$cxx probe "aoti-plain-$cxx" "" "$python" "$here/aoti_mlp.py" plain &
+done
 wait
 rm -rf "$tmp"
