@@ -9,7 +9,8 @@ what every page shows whatever its filters (the header's counts and the filters'
 options) and the first page of the unfiltered matrix, the address a first visit opens.
 Everything else that depends on a page or its filters is read, and cached, when a
 browser first asks for it. The page it serves names the code of the matrix's kind of
-element, so the browser fetches it with Streamlit's own (``dashboard.page_code``).
+element, so the browser fetches it with Streamlit's own (``dashboard.page_code``), and
+Streamlit's own files are served from memory (``dashboard.static_cache``).
 """
 
 from __future__ import annotations
@@ -26,18 +27,14 @@ from dashboard.static_cache import AssetCache
 READY = "zoo-dashboard: results loaded"
 
 
-def _wait_for_runtime() -> None:
-    from streamlit import runtime
-
-    while not runtime.exists():
-        time.sleep(0.01)
-
-
 def preload() -> None:
     """Import the pages' modules and load the results; print how long it took."""
     start = time.perf_counter()
+    from streamlit import runtime
+
     # The pages' caches bind to the runtime's storage when their module is imported.
-    _wait_for_runtime()
+    while not runtime.exists():
+        time.sleep(0.01)
     import streamlit as st
 
     from dashboard import charts, reads  # noqa: F401  (imported for the first request)

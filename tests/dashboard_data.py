@@ -258,12 +258,18 @@ def build_hostile(root: Path, host: str) -> tuple[Path, Path]:
     )  # fmt: skip
     export_runs(root / "shipped.duckdb", root / "runs")
     (root / "shipped.duckdb").unlink()
-    user = Store.open(root / "zoo.duckdb")
-    user.record_environment(ENV)
-    other = RunRecord(label="plain", command="zoo-run", status="finished")
-    user.start_run(other)
-    user.write_results(other.run_id, [cell("resnet18", "resnet", "inductor", "pass")])
+    record_run(root / "zoo.duckdb", "plain", [cell("resnet18", "resnet", "inductor", "pass")])
     return root / "runs", root / "zoo.duckdb"
+
+
+def record_run(db_path: Path, label: str, cells: list[CellResult]) -> Store:
+    """A finished run of ``cells``, labelled ``label``, in the database at ``db_path``."""
+    store = Store.open(db_path)
+    store.record_environment(ENV)
+    run = RunRecord(label=label, command="zoo-run", status="finished")
+    store.start_run(run)
+    store.write_results(run.run_id, cells)
+    return store
 
 
 CAVEATS_LABEL = "caveats"

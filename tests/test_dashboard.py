@@ -39,6 +39,7 @@ from tests.dashboard_data import (
     cell,
     hostile,
     hostile_search,
+    record_run,
     shown,
     timed,
 )
@@ -389,6 +390,26 @@ def test_search_text_is_a_parameter_not_sql(fixture_paths):
     assert db.con.execute("SELECT count(*) FROM results").fetchone()[0] == 6
 
 
+def test_a_filtered_statement_holds_the_filters_in_force_their_values_as_parameters():
+    from dashboard import queries
+
+    hostile = "x'); DROP TABLE results; --"
+    sql, params = queries.filtered(
+        queries.MATRIX_CELLS,
+        Filters(search=hostile, status=("pass", hostile)),
+        limit=25,
+        offset=0,
+    )
+    assert params == {"limit": 25, "offset": 0, "status": ["pass", hostile], "search": hostile}
+    assert hostile not in sql and "DROP" not in sql
+    assert "$status" in sql and "$search" in sql and "$backend" not in sql and "$run" not in sql
+    # No filter: the newest cells as they are; a run: the newest of its rows.
+    sql, params = queries.filtered(queries.MATRIX_SHAPE, Filters())
+    assert params == {} and "$" not in sql and "FROM latest_cells" in sql
+    sql, params = queries.filtered(queries.SWEEP_TRENDS, Filters(run=("nightly",)))
+    assert params == {"run": ["nightly"]} and queries.FILTERED_ROWS not in sql
+
+
 def test_rows_in_both_sources_are_loaded_once(fixture_paths, tmp_path):
     from runner.store.export import export_runs
 
@@ -450,14 +471,8 @@ def test_matrix_page_shows_header_matrix_and_legend(app):
 
 
 def test_the_matrix_shows_25_models_a_page_and_more_when_asked(tmp_path, monkeypatch):
-    store = Store.open(tmp_path / "zoo.duckdb")
-    store.record_environment(ENV)
-    run = RunRecord(label="many", command="zoo-run", status="finished")
-    store.start_run(run)
-    store.write_results(
-        run.run_id,
-        [cell(f"m{n:02d}", "fam", "eager", "pass", **timed(1.0, 1.0)) for n in range(60)],
-    )
+    many = [cell(f"m{n:02d}", "fam", "eager", "pass", **timed(1.0, 1.0)) for n in range(60)]
+    record_run(tmp_path / "zoo.duckdb", "many", many)
     at = no_exception(_app_on((tmp_path / "no-runs", tmp_path / "zoo.duckdb"), monkeypatch).run())
     names = re.compile(r'<a class="model" href="[^"]+">([^<]+)</a>')
     assert "Models 1–25 of 60" in texts(at) and len(names.findall(matrix_page(at))) == 25
