@@ -58,7 +58,7 @@ TILE_PITCH_PX = TILE_PX + TILE_GAP_PX
 HEADER_PX = 190
 # The matrix is a CSS grid, one element a tile: a table needed two (a cell and its link),
 # and the browser's cost of a page (sanitizing, parsing, laying out) follows its
-# elements: a page of 1,000 tiles drew in about half the time (docs/PERFORMANCE.md).
+# elements: a page of 1,000 tiles drew in about 180 ms instead of 215 (docs/PERFORMANCE.md).
 # Each model's row is a subgrid of the page's columns; its ::before draws the frame of
 # every place of the row, under its tiles, so a place without a cell is no element. The
 # frame is a layer of its own (will-change): Streamlit fades the page's elements while a

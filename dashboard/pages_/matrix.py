@@ -132,8 +132,8 @@ if rows_by == "families":
     )
 else:
     with per_page_column:
-        # 25 models by default, more a click away: a page of 50 takes the browser about
-        # twice as long to draw as one of 25 (docs/PERFORMANCE.md, "Dashboard").
+        # 25 models by default, more a click away: a page of 50 holds twice the tiles,
+        # and the browser's work on a page follows its tiles (docs/PERFORMANCE.md).
         per_page = int(
             st.segmented_control(
                 "Models per page",
