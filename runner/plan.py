@@ -12,7 +12,6 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from runner.backends import registry as backends
-from runner.backends.registry import TORCH_PROCESS
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import OOM, RETRY_STATUSES, CellResult
@@ -152,9 +151,9 @@ def plan_cells(
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
-    # Cells of one process kind together: a worker is replaced whenever the kind changes
+    # Cells of one worker kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
-    cells.sort(key=lambda cell: backends.process_kind(cell.config.backend) != TORCH_PROCESS)
+    cells.sort(key=lambda cell: backends.worker_group(cell.config.backend))
     if one_size:
         plural = "s" if one_size > 1 else ""
         dropped.append(

@@ -4,6 +4,9 @@ and Inductor's configs as mode options, all through the backend registry."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -73,7 +76,43 @@ def test_aot_inductor_compiles_a_tiny_timm_model_on_cpu(tmp_path):
     assert row["status"] == "pass", row["error_message"]
     assert row["mode"] == "default" and row["graph_count"] == 1
     assert row["compile_s"] > 1 and "AOT compile and load" in row["notes"]
+    assert "in the global scope" in row["notes"]
     assert row["accuracy_pass"] is True and row["graph_ops"] > 10
+
+
+def test_the_process_libstdcxx_is_made_global_before_a_package_loads():
+    """A package's standard-library calls must find libstdc++ before the copies torch's
+    libraries export: after torch's import it is local to torch's extension, so a
+    libstdc++-only symbol is not found in the global scope until it is made global."""
+    code = """
+import ctypes
+import torch
+from runner.backends.export import global_libstdcxx
+
+class Info(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char_p), ("base", ctypes.c_void_p),
+                ("symbol", ctypes.c_char_p), ("address", ctypes.c_void_p)]
+
+def owner(symbol):
+    scope = ctypes.CDLL(None)  # dlopen(NULL): the global scope
+    try:
+        function = getattr(scope, symbol)
+    except AttributeError:
+        return None
+    info = Info()
+    scope.dladdr(ctypes.cast(function, ctypes.c_void_p), ctypes.byref(info))
+    return info.name.decode()
+
+symbol = "_ZNSt10filesystem7__cxx114path14_M_split_cmptsEv"
+print(owner(symbol))
+print(global_libstdcxx())
+print(owner(symbol))
+"""
+    answer = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert answer.returncode == 0, answer.stderr
+    before, library, after = answer.stdout.split()
+    assert before == "None" and "libstdc++.so" in library
+    assert os.path.realpath(after) == os.path.realpath(library)
 
 
 @pytest.mark.inductor

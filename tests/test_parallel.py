@@ -477,12 +477,24 @@ def test_workers_on_a_gpu_share_the_cores_out_for_torch_threads(tmp_path):
     executor = Executor(tmp_path, workers=2, env=env, gpus=["GPU-a"], lock_dir=tmp_path / "l")
     expected = max(1, len(os.sched_getaffinity(0)) // 2)
     assert executor.cpu_threads_per_worker() == expected
-    worker = executor._spawn("torch", 0)
+    worker = executor._spawn(executor._worker_kind("inductor"), 0)
     try:
         environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
     finally:
         worker.kill()
     assert f"OMP_NUM_THREADS={expected}".encode() in environ
+    assert not any(line.startswith(b"XLA_PYTHON_CLIENT_PREALLOCATE=") for line in environ)
+    # An XLA worker starts with what its registry entries ask for (JAX must not take
+    # the GPU's memory that torch shares), and never runs torch.compile's cells.
+    xla = executor._worker_kind("xla")
+    assert xla == ("xla", (("XLA_PYTHON_CLIENT_PREALLOCATE", "false"),))
+    assert xla != executor._worker_kind("inductor")
+    worker = executor._spawn(xla, 1)
+    try:
+        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
+    finally:
+        worker.kill()
+    assert b"XLA_PYTHON_CLIENT_PREALLOCATE=false" in environ
     assert Executor(tmp_path, workers=2, env=env).cpu_threads_per_worker() is None
     assert Executor(tmp_path, workers=1, env=env, gpus=["a"]).cpu_threads_per_worker() is None
     mine = {**env, "OMP_NUM_THREADS": "3"}

@@ -14,7 +14,9 @@ the same program on the halved inputs: it runs or it fails, with no recompile.
 from __future__ import annotations
 
 import collections
+import ctypes
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -83,6 +85,7 @@ class AotInductor(Backend):
                 exported, package_path=str(folder / PACKAGE), inductor_configs=configs
             )
             ctx.enter(LOAD_PACKAGE)
+            library = global_libstdcxx()
             loaded = torch._inductor.aoti_load_package(package)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
@@ -94,7 +97,36 @@ class AotInductor(Backend):
         ctx.note(
             f"torch.export {export_s:.2f} s, AOT compile and load {compile_s - export_s:.2f} s"
         )
+        if library is not None:
+            ctx.note(f"package loaded with {library} in the global scope")
         return compiled
+
+
+def global_libstdcxx() -> str | None:
+    """Puts the process's libstdc++ into its global symbol scope, where a package's
+    standard-library calls find it first; returns its path (None where the process has
+    none loaded, or not from a file).
+
+    torch's own libraries export copies of some libstdc++ internals (``std::filesystem::
+    path``'s, under ``libtorch_cpu.so``) built by another GCC. Where libstdc++ is not
+    global (it is loaded as a dependency of torch's extension, local to it), a package
+    built here by a newer ``g++`` binds those calls to torch's copies: on the H200 hosts
+    we measure on, every package crashed at load so (benchmarks/aoti_probe/exporter.sh
+    lists which symbols went where). Opening the
+    already loaded library again with ``RTLD_GLOBAL`` (``RTLD_NOLOAD``: never a second
+    copy) fixes that as ``LD_PRELOAD`` of it did, without restarting the process."""
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        return None
+    loaded = {line.split()[-1] for line in maps.read_text().splitlines() if "libstdc++.so" in line}
+    for path in sorted(loaded):
+        if path.startswith("/"):
+            try:
+                ctypes.CDLL(path, mode=os.RTLD_GLOBAL | os.RTLD_NOLOAD)
+            except OSError:
+                continue
+            return path
+    return None
 
 
 def export_program(

@@ -72,6 +72,10 @@ class BackendEntry:
     # The modes whose compiled code replays CUDA graphs on CUDA (ANY_MODE: every cell):
     # their activations live in the graphs' private memory pool (runner.measure.subject).
     cuda_graphs: tuple[str, ...] = ()
+    # "module:function" taking the environment workers start from and answering the
+    # variables a worker running its cells must start with (computed in the parent,
+    # without torch): cells whose backends ask for different ones never share a worker.
+    worker_env: str | None = None
 
     def modes_for(self, asked: tuple[str, ...] | None) -> tuple[str, ...]:
         """The modes of its cells for the modes asked for (None: its default)."""
@@ -124,6 +128,7 @@ _TORCH_COMPILE = "runner.backends.torch_compile:TorchCompile"
 _TRAINS = (INFER, TRAIN)
 _XLA = "runner.backends.xla.jax_routes:JaxRoute"
 _XLA_AVAILABILITY = "runner.backends.xla.support:unavailable_reason"
+_XLA_WORKER_ENV = "runner.backends.xla.support:worker_env"
 
 BACKENDS: dict[str, BackendEntry] = {
     entry.name: entry
@@ -213,6 +218,7 @@ BACKENDS: dict[str, BackendEntry] = {
             _XLA,
             estimate=_OTHER,
             availability=_XLA_AVAILABILITY,
+            worker_env=_XLA_WORKER_ENV,
             treatment="cast",
             snippet=(
                 "import jax\nimport torchax\n\n"
@@ -228,6 +234,7 @@ BACKENDS: dict[str, BackendEntry] = {
             _XLA,
             estimate=_OTHER,
             availability=_XLA_AVAILABILITY,
+            worker_env=_XLA_WORKER_ENV,
             treatment="cast",
             snippet=(
                 "import jax\nimport torchax\nimport torchax.export\n"
@@ -246,6 +253,7 @@ BACKENDS: dict[str, BackendEntry] = {
             None,
             estimate=_OTHER,
             availability=_XLA_AVAILABILITY,
+            worker_env=_XLA_WORKER_ENV,
             treatment="cast",
             snippet="# torch_xla cells are not run by zoo-matrix: nothing to reproduce\ncompiled = model",
             # No torch_xla release pairs with the torch this project pins (torch_xla 2.9
@@ -291,6 +299,24 @@ def get(name: str) -> BackendEntry:
 def process_kind(backend: str) -> str:
     """The worker process a backend's cells run in."""
     return get(backend).process
+
+
+# A worker's kind: its process kind and the variables it started with, sorted.
+WorkerKind = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def worker_kind(backend: str, env: Mapping[str, str]) -> WorkerKind:
+    """The kind of worker that runs ``backend``'s cells, started from ``env``."""
+    entry = get(backend)
+    extra = resolve(entry.worker_env)(env) if entry.worker_env else {}
+    return entry.process, tuple(sorted(extra.items()))
+
+
+def worker_group(backend: str) -> tuple[bool, str]:
+    """What orders a plan's cells so that those of one worker kind run together: torch
+    workers first, then by what they start with (no environment of their own first)."""
+    entry = get(backend)
+    return entry.process != TORCH_PROCESS, entry.worker_env or ""
 
 
 def cannot_run(config: CellConfig, device: str) -> str | None:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from runner.backends.registry import XLA_PROCESS, process_kind
+from runner.backends.registry import WorkerKind, worker_kind
 from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
 from runner.matrix.phases import STARTING, TIMING, WAITING
@@ -152,12 +152,12 @@ class _Running:
 
 
 class Worker:
-    """One child process of one kind (``runner.backends.registry``'s process kinds) and
-    the cell it runs."""
+    """One child process of one kind (``runner.backends.registry.worker_kind``: its
+    process kind and start environment) and the cell it runs."""
 
     def __init__(
         self,
-        kind: str,
+        kind: WorkerKind,
         workdir: Path,
         name: str,
         env: dict[str, str],
@@ -282,6 +282,7 @@ class Executor:
         self.lock_dir = lock_dir
         self.reuse_workers = reuse_workers
         self._spawned = 0
+        self._kinds: dict[str, WorkerKind] = {}
         self._stop = threading.Event()
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
@@ -309,9 +310,15 @@ class Executor:
         cores = self._compile_cpus or os.sched_getaffinity(0)
         return max(1, len(cores) // self.workers)
 
-    def _spawn(self, kind: str, slot: int) -> Worker:
+    def _worker_kind(self, backend: str) -> WorkerKind:
+        if backend not in self._kinds:
+            self._kinds[backend] = worker_kind(backend, self.env)
+        return self._kinds[backend]
+
+    def _spawn(self, kind: WorkerKind, slot: int) -> Worker:
         self._spawned += 1
         env = dict(self.env)
+        env.update(kind[1])
         cpu_args: list[str] = []
         if self.gpus:
             index = slot % len(self.gpus)
@@ -330,9 +337,6 @@ class Executor:
         threads = self.cpu_threads_per_worker()
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
-        if kind == XLA_PROCESS:
-            # JAX must not take the GPU at its first use: torch shares it in the process.
-            env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         name = f"worker-{self._spawned}"
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
@@ -449,7 +453,7 @@ class Executor:
                             continue
                         else:
                             planned += 1
-                        kind = process_kind(cell.config.backend)
+                        kind = self._worker_kind(cell.config.backend)
                         if worker is not None and worker.kind != kind:
                             worker.kill()
                             worker = None

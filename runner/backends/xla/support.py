@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from importlib import metadata
 
 from runner.matrix.versions import installed as version
@@ -25,6 +26,12 @@ XLA_BACKENDS = (XLA, XLA_EXPORT, TORCH_XLA)
 TORCHAX_NEWEST_TORCH = {"0.0.13": (2, 12)}
 # torch_xla dropped CUDA: deprecated in 2.8, removed in 2.9.
 TORCH_XLA_LAST_CUDA = (2, 8)
+
+
+def worker_env(env: Mapping[str, str]) -> dict[str, str]:
+    """What an XLA worker starts with: JAX must not take the GPU's memory at its first
+    use, as torch shares the GPU in the process."""
+    return {"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}
 
 
 def jax_platforms() -> list[str]:
