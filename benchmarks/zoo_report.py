@@ -130,8 +130,8 @@ def main() -> int:
         print(f"| {break_type.replace('|', '/')[:120]} | {registry_id} | {models} | {breaks} |")
     print(
         "\n## Graph-break types in every shipped cell\n\nEvery config, the newest row of "
-        "each cell. Rows recorded before break types were (schema < 4) show their reason "
-        "as their type.\n\n| type | registry id | models | cells | breaks |\n"
+        "each cell. Breaks recorded before break types were (schema < 4) are typed by "
+        "their reason, as the dashboard types them.\n\n| type | registry id | models | cells | breaks |\n"
         "| --- | --- | --- | --- | --- |"
     )
     for break_type, registry_id, models, cells, breaks in con.execute(

@@ -9,12 +9,17 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from dashboard.data import load
 from runner import triage
 from runner.backends import dynamo_breaks
 from runner.cli.run import main as zoo_run
 from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.results import GraphBreak
+from runner.store.merge import merge
+from tests.dashboard_data import record_run
 from tests.results import make_result, rows
 from tests.test_measure import Mlp, features, make_cell, measure
 
@@ -77,6 +82,45 @@ def test_a_message_the_registry_does_not_know_is_unregistered():
         "A new kind\n For more details: https://example/compile-graph-break-site/gb/gb9999.html"
     )
     assert dynamo_breaks.classify(linked)[1] == "GB9999"
+
+
+def test_one_line_and_untyped_breaks_get_their_registered_types(tmp_path):
+    one_line = "Data dependent operator: Operator `aten._local_scalar_dense.default` has a ..."
+    registered = dynamo_breaks.registry()["Data dependent operator"][0]
+    assert dynamo_breaks.classify(one_line)[:2] == ("Data dependent operator", registered)
+    # The longest registered type wins where one type starts another.
+    exact = "Reconstruction failure: source.reconstruct not implemented"
+    assert dynamo_breaks.classify(exact)[0] == exact
+    # Rows recorded before that are re-classified when runs merge (and when the
+    # dashboard loads them), their cells too.
+    old = GraphBreak("data-dependent op", "model.py:3", 2, one_line, dynamo_breaks.UNREGISTERED)
+    branching = dynamo_breaks.registry()["Data-dependent branching"][0]
+    new = GraphBreak("if on a tensor", "model.py:9", 1, "Data-dependent branching", branching)
+    # Before schema 4 a break had no type: its reason is the message's first line.
+    item = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+    untyped = GraphBreak(item, "model.py:5", 3)
+    result = make_result(
+        graph_breaks=[old, untyped, new],
+        break_types=json.dumps(sorted([one_line, "Data-dependent branching"])),
+    )
+    record_run(tmp_path / "old.duckdb", "old", [result])
+    for _ in range(2):  # idempotent: a second merge finds nothing to change
+        merge([tmp_path / "old.duckdb"], tmp_path / "merged.duckdb")
+    with duckdb.connect(str(tmp_path / "merged.duckdb"), read_only=True) as con:
+        breaks = con.execute(
+            "SELECT break_type, registry_id FROM graph_breaks ORDER BY user_frame"
+        ).fetchall()
+        (types,) = con.execute("SELECT break_types FROM results").fetchone()
+    assert breaks == [
+        ("Data dependent operator", registered),
+        (item, dynamo_breaks.registry()[item][0]),
+        ("Data-dependent branching", branching),
+    ]
+    assert json.loads(types) == ["Data dependent operator", "Data-dependent branching", item]
+    shown, _ = load(tmp_path / "no-runs", tmp_path / "old.duckdb")
+    assert shown.execute("SELECT break_type FROM graph_breaks ORDER BY user_frame").fetchall() == [
+        (kind,) for kind, _ in breaks
+    ]
 
 
 def test_recompile_reasons_name_the_guard_that_failed():

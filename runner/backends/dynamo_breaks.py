@@ -2,16 +2,18 @@
 and its id in torch's graph-break registry (``torch/_dynamo/graph_break_registry.json``,
 since torch 2.8: an id like ``GB0124`` per type, with an explanation and hints; since 2.9
 the message also links the type's page on the graph-break site). A type the registry
-does not know goes into one bucket, ``unregistered``, with its first line as its type."""
+does not know goes into one bucket, ``unregistered``, with its first line as its type.
+
+Importable without torch (the store re-classifies shipped rows with it): the registry is
+read from the installed torch's files, found without importing torch."""
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import re
-
-import torch
 
 UNREGISTERED = "unregistered"
 _SITE_ID = re.compile(r"/gb/(gb\d+)\.html", re.IGNORECASE)
@@ -19,8 +21,14 @@ _SITE_ID = re.compile(r"/gb/(gb\d+)\.html", re.IGNORECASE)
 
 @functools.cache
 def registry() -> dict[str, tuple[str, list[str]]]:
-    """Break type -> (registry id, hints), from the installed torch (empty before 2.8)."""
-    path = os.path.join(os.path.dirname(torch._dynamo.__file__), "graph_break_registry.json")
+    """Break type -> (registry id, hints), from the installed torch (empty before 2.8,
+    or without torch)."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    path = os.path.join(
+        next(iter(spec.submodule_search_locations)), "_dynamo", "graph_break_registry.json"
+    )
     try:
         with open(path) as file:
             entries = json.load(file)
@@ -39,6 +47,12 @@ def classify(reason: str) -> tuple[str, str, str | None]:
     lines = [line.strip() for line in reason.splitlines() if line.strip()]
     first = lines[0] if lines else reason.strip()
     known = registry()
+    # Some messages give the type and its explanation on one line ("TYPE: ..."): the
+    # longest registered type it starts with.
+    if first not in known:
+        first = max(
+            (kind for kind in known if first.startswith(kind + ":")), key=len, default=first
+        )
     if first in known:
         registry_id, hints = known[first]
         return first, registry_id, json.dumps(hints) if hints else None
@@ -46,3 +60,42 @@ def classify(reason: str) -> tuple[str, str, str | None]:
     if linked:
         return first, linked.group(1).upper(), None
     return first, UNREGISTERED, None
+
+
+def reclassify(con) -> int:
+    """Gives stored breaks the types ``classify`` gives them now, where they were
+    recorded without one (before schema 4: their reason is the first line of dynamo's
+    message) or as ``unregistered`` with a registered type and its explanation on one
+    line ("TYPE: ...", before ``classify`` read those); their cells' ``break_types``
+    follow. Idempotent: merge and the dashboard's load run it on what they read.
+    Returns the break rows changed. ``con``: a DuckDB connection of the store's schema."""
+    stale = con.execute(
+        "SELECT DISTINCT break_type, reason FROM graph_breaks WHERE break_type IS NULL "
+        "OR (registry_id = ? AND contains(break_type, ':'))",
+        [UNREGISTERED],
+    ).fetchall()
+    changed = 0
+    touched: set[str] = set()
+    for old_type, reason in stale:
+        kind, registry_id, hints = classify(old_type if old_type is not None else reason or "")
+        if old_type is not None and registry_id == UNREGISTERED:
+            continue
+        where = "break_type = ?" if old_type is not None else "break_type IS NULL AND reason = ?"
+        ids = con.execute(
+            f"UPDATE graph_breaks SET break_type = ?, registry_id = ?, hints = ? WHERE {where} "
+            "RETURNING result_id",
+            [kind, registry_id, hints, old_type if old_type is not None else reason],
+        ).fetchall()
+        changed += len(ids)
+        touched.update(row[0] for row in ids)
+    for result_id, types in con.execute(
+        "SELECT result_id, list(DISTINCT break_type ORDER BY break_type) FROM graph_breaks "
+        "WHERE result_id IN (SELECT unnest(?::VARCHAR[])) AND break_type IS NOT NULL "
+        "GROUP BY result_id",
+        [sorted(touched)],
+    ).fetchall():
+        con.execute(
+            "UPDATE results SET break_types = ? WHERE result_id = ?",
+            [json.dumps(types), result_id],
+        )
+    return changed

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import duckdb
 
+from runner.backends import dynamo_breaks
 from runner.store.db import LOCK_RETRY_SLEEP_S, Store
 from runner.store.schema import (
     IDENTITY,
@@ -295,8 +296,9 @@ def merge(
                                 f"SELECT DISTINCT result_id FROM {relation}", params
                             ).fetchall()
                         }
-            # Rows of older versions get the keys of this one (idempotent).
+            # Rows of older versions get the keys and break types of this one (idempotent).
             rekey_by_fingerprint(con)
+            dynamo_breaks.reclassify(con)
             keys = {
                 row[0]
                 for row in con.execute(
