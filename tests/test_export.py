@@ -80,6 +80,16 @@ def test_aot_inductor_compiles_a_tiny_timm_model_on_cpu(tmp_path):
     assert row["accuracy_pass"] is True and row["graph_ops"] > 10
 
 
+@pytest.mark.slow
+def test_aot_inductor_max_autotune_autotunes_its_kernels_on_cpu(capfd):
+    result = measure(Mlp(), backend="aot_inductor", mode="max-autotune")
+    assert result.status == "pass", result.error_message
+    assert result.mode == "max-autotune" and result.accuracy_pass is True
+    # Inductor benchmarked its GEMM choices (its C++ micro-kernels against aten's addmm).
+    assert "AUTOTUNE" in capfd.readouterr().err
+    assert "in the global scope" in result.notes
+
+
 def test_the_process_libstdcxx_is_made_global_before_a_package_loads():
     """A package's standard-library calls must find libstdc++ before the copies torch's
     libraries export: after torch's import it is local to torch's extension, so a
