@@ -1,0 +1,134 @@
+"""Where zoo-run's eager train step loses time against a plain script's (issue 21).
+
+zoo-run's `train+model` bf16 cell of ViT-B/16 reads 41.4 ms a step eager (CUDA events,
+median) and 37.0 ms of GPU busy time in one profiled step, alone on the H200; a plain
+script's step with the same Adam (foreach, capturable) takes 30.2 ms between its events
+(docs/train-export-h200.md). This script runs, in one process on the GPU, nothing else
+beside it:
+
+- ``script``: the plain script's step (train_adam_check.py's, capturable Adam);
+- ``zoo``: zoo-matrix's own eager step (``runner.steps.train.TrainStep`` with its
+  cross-entropy loss), the whole call under autocast as the cell protocol calls it,
+  timed by ``runner.measure.timing.cuda_event_ms`` as the cells are;
+- ``zoo interleaved``: the same, alternating call by call with a second copy of the
+  model and its own Adam (the compiled side of a cell, here eager too).
+
+For each: the median of 30 timed steps after 6 untimed ones (events and wall), then one
+profiled step's GPU busy time and kernel count (``runner.measure.profile``). Then the
+kernels whose total time differs most between ``script`` and ``zoo``. Meant for the GPU
+machine:
+
+    python benchmarks/train_step_gap.py --model vit_base_patch16_224
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import copy
+import statistics
+import time
+from collections.abc import Callable
+
+import timm
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from runner.measure.profile import profile_call
+from runner.measure.timing import cuda_event_ms
+from runner.steps.train import CrossEntropy, TrainStep
+
+STEPS = 30
+UNTIMED = 6
+BATCH = 64
+
+
+def script_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True, capturable=True)
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def zoo_step(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], None]:
+    program = TrainStep(CrossEntropy(model), "adam", "model")
+
+    def step() -> None:
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            program(x)
+
+    return step
+
+
+def timed(steps: list[Callable[[], None]]) -> tuple[float, float]:
+    """Median event and wall ms of ``steps[0]``, the steps called in turn."""
+    for _ in range(UNTIMED):
+        for step in steps:
+            step()
+    torch.cuda.synchronize()
+    events, walls = [], []
+    for _ in range(STEPS):
+        for number, step in enumerate(steps):
+            start = time.perf_counter()
+            ms = cuda_event_ms(step)
+            if number == 0:
+                events.append(ms)
+                walls.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(events), statistics.median(walls)
+
+
+def kernels(step: Callable[[], None]) -> collections.Counter:
+    """Total device microseconds per kernel name over one step."""
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    totals: collections.Counter = collections.Counter()
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            totals[event.name] += event.device_time
+    return totals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="vit_base_patch16_224")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    base = timm.create_model(args.model, pretrained=False).cuda().train()
+    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
+    y = torch.randint(1000, (BATCH,), device="cuda")
+    variants = {
+        "script": [script_step(copy.deepcopy(base), x, y)],
+        "zoo": [zoo_step(copy.deepcopy(base), x)],
+        "zoo interleaved": [zoo_step(copy.deepcopy(base), x), zoo_step(copy.deepcopy(base), x)],
+    }
+    print("| variant | event ms | wall ms | GPU busy ms (one profiled step) | kernels |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for name, steps in variants.items():
+        event_ms, wall_ms = timed(steps)
+        profiled = profile_call(steps[0], torch.cuda.synchronize, True)
+        print(
+            f"| {name} | {event_ms:.2f} | {wall_ms:.2f} | {profiled.gpu_ms or 0:.2f} "
+            f"| {profiled.kernels} |",
+            flush=True,
+        )
+    script, zoo = kernels(variants["script"][0]), kernels(variants["zoo"][0])
+    print("\n| kernel | script us | zoo us | zoo - script |")
+    print("| --- | ---: | ---: | ---: |")
+    names = sorted(set(script) | set(zoo), key=lambda n: -abs(zoo[n] - script[n]))
+    for name in names[:15]:
+        shown = name.replace("|", "/")[:90]
+        print(
+            f"| {shown} | {script[name]:.0f} | {zoo[name]:.0f} | {zoo[name] - script[name]:+.0f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
