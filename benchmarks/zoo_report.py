@@ -21,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
+from runner.backends import dynamo_breaks  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
 
@@ -134,6 +135,7 @@ def main() -> int:
         "their reason, as the dashboard types them.\n\n| type | registry id | models | cells | breaks |\n"
         "| --- | --- | --- | --- | --- |"
     )
+    splits = []
     for break_type, registry_id, models, cells, breaks in con.execute(
         "SELECT coalesce(g.break_type, g.reason), coalesce(g.registry_id, 'unregistered'), "
         "count(DISTINCT r.model_id), count(DISTINCT r.cell_key), sum(g.count) "
@@ -142,6 +144,10 @@ def main() -> int:
     ).fetchall():
         shown = break_type.replace("|", "/")[:120]
         print(f"| {shown} | {registry_id} | {models} | {cells} | {breaks} |")
+        splits.append(break_type)
+    for name in dict.fromkeys(splits):
+        if (meaning := dynamo_breaks.about(name)) is not None:
+            print(f"\n`{name}` is no registry type. {meaning}")
     print(
         "\n## Triage of failing cells\n\nCells of a torch.compile backend that failed "
         "(`compile_error`, `fail_accuracy`, `crash`), every config, the newest row of each, "

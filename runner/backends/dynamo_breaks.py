@@ -16,6 +16,21 @@ import os
 import re
 
 UNREGISTERED = "unregistered"
+# Reasons dynamo gives splits it makes itself, which are no registry type: what each is
+# (read from torch/_dynamo/symbolic_convert.py, torch 2.11).
+DYNAMO_SPLITS = {
+    "step_unsupported": (
+        "A split dynamo makes itself: it met a graph break where it cannot resume in place "
+        "(inside a try or with block), so it compiled the graph up to the last point "
+        "where its stack was empty and went on from there. The break that caused it is "
+        "usually listed as a type of its own, at or near the same frame."
+    ),
+    "comprehension_graph_break": (
+        "A split dynamo makes itself (Python 3.12+): the body of a list or dict "
+        "comprehension broke the graph, so dynamo ran the comprehension as a function of "
+        "its own and resumed after it."
+    ),
+}
 _SITE_ID = re.compile(r"/gb/(gb\d+)\.html", re.IGNORECASE)
 
 
@@ -60,6 +75,11 @@ def classify(reason: str) -> tuple[str, str, str | None]:
     if linked:
         return first, linked.group(1).upper(), None
     return first, UNREGISTERED, None
+
+
+def about(break_type: str) -> str | None:
+    """What a split reason of dynamo's own (``DYNAMO_SPLITS``) means, else None."""
+    return DYNAMO_SPLITS.get(break_type)
 
 
 def reclassify(con) -> int:
