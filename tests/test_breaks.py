@@ -254,13 +254,14 @@ def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
 @pytest.mark.inductor
 @pytest.mark.slow
 def test_the_minifier_leaves_a_repro_that_fails_as_the_cell_did(tmp_path, monkeypatch):
-    """Inductor's wrong CPU relu again: the minifier shrinks the cell's graph to the relu
-    and keeps a script that, run on its own, fails the accuracy check."""
+    """Inductor's wrong CPU relu again, in a graph of a relu and an add: the minifier
+    shrinks the cell's graph to the relu and keeps a script that, run on its own, fails
+    the accuracy check."""
     db = tmp_path / "zoo.duckdb"
     here = tmp_path / "cwd"
     here.mkdir()
     monkeypatch.chdir(here)
-    args = ["--module", f"{BREAKING}:InductorReluBug", "--backends", "inductor"]
+    args = ["--module", f"{BREAKING}:InductorReluBugAlone", "--backends", "inductor"]
     assert zoo_run([*args, "--device", "cpu", "--triage", "minify", "--db", str(db)]) == 0
     assert list(here.iterdir()) == []  # nothing written where the user stands
     (row,) = rows(db)
