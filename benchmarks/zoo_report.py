@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
-from runner.backends import dynamo_breaks  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
+from runner.matrix import break_types  # noqa: E402
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
@@ -146,7 +146,7 @@ def main() -> int:
         print(f"| {shown} | {registry_id} | {models} | {cells} | {breaks} |")
         splits.append(break_type)
     for name in dict.fromkeys(splits):
-        if (meaning := dynamo_breaks.about(name)) is not None:
+        if (meaning := break_types.about(name)) is not None:
             print(f"\n`{name}` is no registry type. {meaning}")
     print(
         "\n## Triage of failing cells\n\nCells of a torch.compile backend that failed "

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from runner.backends import dynamo_breaks
+from runner.matrix import break_types
 from runner.store.schema import (
     DEFAULT_DB_PATH,
     DEFAULT_RUNS_DIR,
@@ -100,7 +100,7 @@ def load(
         _add_missing_columns(con, table)
     # Breaks recorded before their one-line "TYPE: explanation" messages were read
     # get their registered types (as zoo-merge gives them).
-    dynamo_breaks.reclassify(con)
+    break_types.reclassify(con)
     con.execute(f"CREATE VIEW latest_results AS SELECT * FROM results QUALIFY {latest_row()}")
     return con, sources
 

@@ -14,8 +14,8 @@ import pytest
 
 from dashboard.data import load
 from runner import triage
-from runner.backends import dynamo_breaks
 from runner.cli.run import main as zoo_run
+from runner.matrix import break_types
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import GraphBreak
 from runner.store.merge import merge
@@ -47,7 +47,7 @@ def test_the_article_model_breaks_with_two_registered_types(tmp_path):
     assert json.loads(row["break_types"]) == [PRINT, ITEM]
     breaks = rows(db, "SELECT * FROM graph_breaks ORDER BY idx")
     assert [b["break_type"] for b in breaks] == [ITEM, PRINT]
-    known = dynamo_breaks.registry()
+    known = break_types.registry()
     assert [b["registry_id"] for b in breaks] == [known[ITEM][0], known[PRINT][0]]
     assert all(b["registry_id"].startswith("GB") for b in breaks)
     assert json.loads(breaks[0]["hints"]) == known[ITEM][1]
@@ -62,7 +62,7 @@ def test_a_frame_dynamo_gives_up_on_gets_its_reason(tmp_path):
     assert (row["graph_count"], row["graph_break_count"]) == (2, 1)
     (brk,) = rows(db, "SELECT * FROM graph_breaks")
     assert brk["break_type"] == "Data-dependent branching"
-    assert brk["registry_id"] == dynamo_breaks.registry()["Data-dependent branching"][0]
+    assert brk["registry_id"] == break_types.registry()["Data-dependent branching"][0]
     source = BREAKING.read_text().splitlines()
     line = int(brk["user_frame"].rsplit(":", 1)[1])
     assert brk["user_frame"].endswith(f"breaking.py:{line}")
@@ -73,28 +73,28 @@ def test_a_frame_dynamo_gives_up_on_gets_its_reason(tmp_path):
 
 
 def test_a_message_the_registry_does_not_know_is_unregistered():
-    assert dynamo_breaks.classify("Something new\n  Explanation: ...") == (
+    assert break_types.classify("Something new\n  Explanation: ...") == (
         "Something new",
-        dynamo_breaks.UNREGISTERED,
+        break_types.UNREGISTERED,
         None,
     )
     linked = (
         "A new kind\n For more details: https://example/compile-graph-break-site/gb/gb9999.html"
     )
-    assert dynamo_breaks.classify(linked)[1] == "GB9999"
+    assert break_types.classify(linked)[1] == "GB9999"
 
 
 def test_one_line_and_untyped_breaks_get_their_registered_types(tmp_path):
     one_line = "Data dependent operator: Operator `aten._local_scalar_dense.default` has a ..."
-    registered = dynamo_breaks.registry()["Data dependent operator"][0]
-    assert dynamo_breaks.classify(one_line)[:2] == ("Data dependent operator", registered)
+    registered = break_types.registry()["Data dependent operator"][0]
+    assert break_types.classify(one_line)[:2] == ("Data dependent operator", registered)
     # The longest registered type wins where one type starts another.
     exact = "Reconstruction failure: source.reconstruct not implemented"
-    assert dynamo_breaks.classify(exact)[0] == exact
+    assert break_types.classify(exact)[0] == exact
     # Rows recorded before that are re-classified when runs merge (and when the
     # dashboard loads them), their cells too.
-    old = GraphBreak("data-dependent op", "model.py:3", 2, one_line, dynamo_breaks.UNREGISTERED)
-    branching = dynamo_breaks.registry()["Data-dependent branching"][0]
+    old = GraphBreak("data-dependent op", "model.py:3", 2, one_line, break_types.UNREGISTERED)
+    branching = break_types.registry()["Data-dependent branching"][0]
     new = GraphBreak("if on a tensor", "model.py:9", 1, "Data-dependent branching", branching)
     # Before schema 4 a break had no type: its reason is the message's first line.
     item = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
@@ -113,7 +113,7 @@ def test_one_line_and_untyped_breaks_get_their_registered_types(tmp_path):
         (types,) = con.execute("SELECT break_types FROM results").fetchone()
     assert breaks == [
         ("Data dependent operator", registered),
-        (item, dynamo_breaks.registry()[item][0]),
+        (item, break_types.registry()[item][0]),
         ("Data-dependent branching", branching),
     ]
     assert json.loads(types) == ["Data dependent operator", "Data-dependent branching", item]

@@ -27,7 +27,7 @@ from dashboard import caveats, charts, docs, ranking, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
-from runner.backends import dynamo_breaks
+from runner.matrix import break_types
 from runner.matrix.results import GraphBreak
 from runner.store.db import Store
 from runner.store.schema import RunRecord
@@ -1167,7 +1167,7 @@ def test_graph_breaks_page_ranks_break_types_with_their_registry_text(app):
 
 def test_a_split_of_dynamos_own_is_explained_on_the_graph_breaks_page(tmp_path, monkeypatch):
     split = GraphBreak("step_unsupported", "transformers/models/x.py:702 in forward", 1,
-                       "step_unsupported", dynamo_breaks.UNREGISTERED)  # fmt: skip
+                       "step_unsupported", break_types.UNREGISTERED)  # fmt: skip
     record_run(tmp_path / "zoo.duckdb", "splits", [
         cell("resnet18", "resnet", "inductor", "pass", graph_breaks=[split],
                             graph_break_count=1, break_types='["step_unsupported"]'),
@@ -1175,12 +1175,12 @@ def test_a_split_of_dynamos_own_is_explained_on_the_graph_breaks_page(tmp_path, 
     at = _app_on((tmp_path / "no-runs", tmp_path / "zoo.duckdb"), monkeypatch)
     at = no_exception(at.switch_page("pages_/breaks.py").run())
     shown = [element.value for element in at.text]
-    assert dynamo_breaks.about("step_unsupported") in shown
+    assert break_types.about("step_unsupported") in shown
     assert any("a reason of dynamo's own" in m.value for m in at.markdown)
     # The splits named are dynamo's own reasons in the installed torch, and no registry type.
     convert = Path(torch._dynamo.__file__).with_name("symbolic_convert.py").read_text()
-    for name in dynamo_breaks.DYNAMO_SPLITS:
-        assert f'GraphCompileReason("{name}"' in convert and name not in dynamo_breaks.registry()
+    for name in break_types.DYNAMO_SPLITS:
+        assert f'GraphCompileReason("{name}"' in convert and name not in break_types.registry()
 
 
 def _snippet_cell(**values):

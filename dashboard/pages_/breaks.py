@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import reads
 from dashboard.text import plain
-from runner.backends import dynamo_breaks
+from runner.matrix import break_types
 
 # The graph-break site's page of a registry id (linked from dynamo's messages, 2.9+).
 SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{id}.html"
@@ -57,7 +57,7 @@ row = types[types["break_type"] == choice].iloc[0]
 st.markdown("#### The break")
 # Stored text is data: shown as text, never as Markdown.
 st.text(row["reason"])
-split = dynamo_breaks.about(row["break_type"])
+split = break_types.about(row["break_type"])
 if split is not None:
     st.markdown("**What this split is** (a reason of dynamo's own, not a registry type)")
     st.text(split)

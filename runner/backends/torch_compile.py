@@ -14,9 +14,9 @@ import torch
 from torch._dynamo.exc import Unsupported
 from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
-from runner.backends import dynamo_breaks
 from runner.backends.base import Backend, Compiled
 from runner.backends.registry import base_mode, mode_options
+from runner.matrix import break_types
 from runner.matrix.axes import NO_MODE
 from runner.matrix.phases import BREAKS, COMPILE
 from runner.matrix.results import GraphBreak
@@ -197,7 +197,7 @@ def summarize_reason(reason: str) -> str:
 
 def graph_break(reason: str, frame: str | None, count: int = 1) -> GraphBreak:
     """A break row of a reason as dynamo wrote it: its summary, type and registry id."""
-    break_type, registry_id, hints = dynamo_breaks.classify(reason)
+    break_type, registry_id, hints = break_types.classify(reason)
     return GraphBreak(summarize_reason(reason), frame, count, break_type, registry_id, hints)
 
 

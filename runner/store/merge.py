@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 
-from runner.backends import dynamo_breaks
+from runner.matrix import break_types
 from runner.store.db import LOCK_RETRY_SLEEP_S, Store
 from runner.store.schema import (
     IDENTITY,
@@ -298,7 +298,7 @@ def merge(
                         }
             # Rows of older versions get the keys and break types of this one (idempotent).
             rekey_by_fingerprint(con)
-            dynamo_breaks.reclassify(con)
+            break_types.reclassify(con)
             keys = {
                 row[0]
                 for row in con.execute(
