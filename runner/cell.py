@@ -211,6 +211,7 @@ class CellProtocol:
         self.result.precision_treatment = backend.precision_treatment(subject)
         ctx.phase = INPUTS
         subject.load_inputs(inputs_fn)
+        ctx.notes.extend(subject.input_notes())
         self.result.input_shapes = shapes_json(subject.inputs)
         self.result.batch_size_run = ctx.cell.run_batch_size
         return subject

@@ -306,6 +306,23 @@ def test_depth_cut_is_in_the_cell_notes():
     assert "depth cut from 12 to" in result.notes and "to fit 30M params" in result.notes
 
 
+def test_a_sequence_longer_than_the_position_table_is_cut_to_fit():
+    # CLIP's text tower has 77 positions; 128 tokens used to be an eager_error row.
+    spec = hf_spec("CLIPTextModel", size="tiny")
+    cell = Cell(spec, CellConfig("eager", "none", "false", "fp32"), "tiny", 2, 128, "cpu", "env")
+    result = measure_cell(cell)
+    assert result.status == "pass", result.error_message
+    assert result.seq_len == 128 and json.loads(result.input_shapes) == [[2, 77], [2, 77]]
+    assert "sequence cut from 128 to 77" in result.notes
+    # A model whose table is long enough gets the sequence asked for, and no such note.
+    bert = Cell(hf_spec("BertModel"), CellConfig("eager", "none", "false", "fp32"), "tiny",
+                2, 128, "cpu", "env")  # fmt: skip
+    result = measure_cell(bert)
+    assert json.loads(result.input_shapes)[0] == [2, 128] and "sequence cut" not in (
+        result.notes or ""
+    )
+
+
 def test_sample_cells_pass_eager_and_aot_eager(tmp_path):
     db = tmp_path / "zoo.duckdb"
     models = ",".join(f"hf/{name}" for name in SAMPLE)

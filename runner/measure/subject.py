@@ -61,6 +61,12 @@ class Subject:
         cell = self.cell
         self.inputs = tuple(self.make_inputs(cell.run_batch_size, cell.device, cell.seq_len))
 
+    def input_notes(self) -> list[str]:
+        """What the model says of the inputs made for the cell (a sequence cut to its
+        position table), from its ``input_notes(seq_len)`` where it has one."""
+        notes = getattr(self.model, "input_notes", None)
+        return list(notes(self.cell.seq_len)) if callable(notes) else []
+
     @property
     def device(self) -> torch.device:
         return torch.device(self.cell.device)

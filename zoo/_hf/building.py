@@ -14,7 +14,7 @@ from zoo._hf.configs import default_config, runnable, tiny_config
 from zoo._hf.depth import count_params, fit_depth, human_count
 from zoo._hf.hub import offline
 from zoo._hf.inputs import DEFAULT_BATCH_SIZE, DEFAULT_SEQ_LEN, InputMaker, input_names
-from zoo._hf.settings import edited
+from zoo._hf.settings import edited, get_setting
 from zoo.spec import DEFAULT_MAX_PARAMS, ModelSpec
 from zoo.tensors import flatten_tensors
 
@@ -38,17 +38,41 @@ class KeywordModel(torch.nn.Module):
     returns the tensors of its output as a flat tuple."""
 
     def __init__(
-        self, model: torch.nn.Module, input_names: tuple[str, ...], notes: tuple[str, ...] = ()
+        self,
+        model: torch.nn.Module,
+        input_names: tuple[str, ...],
+        notes: tuple[str, ...] = (),
+        positions: int | None = None,
     ) -> None:
         super().__init__()
         self.model = model
         self.input_names = input_names
         # Read by the runner into the cell's notes (a depth cut, for one).
         self.build_notes = notes
+        self.positions = positions
+
+    def input_notes(self, seq_len: int | None) -> list[str]:
+        """What the runner notes of the inputs made for ``seq_len`` (``example_inputs``
+        cuts a sequence longer than the position table to fit)."""
+        if seq_len is None or self.positions is None or seq_len <= self.positions:
+            return []
+        return [
+            f"sequence cut from {seq_len} to {self.positions}, the model's text positions "
+            "(max_position_embeddings); the cell's key keeps the length asked for"
+        ]
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         output = self.model(**dict(zip(self.input_names, tensors, strict=True)))
         return tuple(flatten_tensors(output))
+
+
+def text_positions(recipe: Recipe) -> int | None:
+    """How many text positions a model that takes token ids has
+    (``max_position_embeddings``, its own or its text tower's), else None."""
+    if "input_ids" not in recipe.input_names:
+        return None
+    limit = get_setting(recipe.config, "max_position_embeddings")
+    return limit if isinstance(limit, int) and limit > 0 else None
 
 
 def build(spec: ModelSpec) -> KeywordModel:
@@ -74,7 +98,7 @@ def build(spec: ModelSpec) -> KeywordModel:
     with offline(), torch.random.fork_rng(devices=forked), device:
         torch.manual_seed(INIT_SEED)
         model = recipe.model_class(config)
-    return KeywordModel(model, recipe.input_names, tuple(notes))
+    return KeywordModel(model, recipe.input_names, tuple(notes), text_positions(recipe))
 
 
 @functools.cache
@@ -109,5 +133,10 @@ def example_inputs(
     recipe = recipe_for(spec)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
     seq = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+    # Token ids past the model's position table are no input it can take (CLIP's text
+    # tower has 77): the sequence is cut to fit.
+    positions = text_positions(recipe)
+    if positions is not None:
+        seq = min(seq, positions)
     maker = InputMaker(recipe.config, spec.task, recipe.input_names, batch, seq)
     return tuple(maker.make(name).to(device) for name in recipe.input_names)
