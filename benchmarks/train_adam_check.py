@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Callable
 
 import timm
 import torch
@@ -21,6 +22,25 @@ import torch
 STEPS = 30
 UNTIMED = 6
 BATCH = 64
+
+
+def plain_step(
+    forward: Callable[[torch.Tensor], torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    x: torch.Tensor,
+    y: torch.Tensor,
+) -> Callable[[], None]:
+    """The issue's step: zero_grad, forward and loss under bf16 autocast, backward and
+    the optimizer step outside it."""
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(forward(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step
 
 
 def measure(name: str, capturable: bool, compiled: bool) -> dict[str, float]:
@@ -32,13 +52,7 @@ def measure(name: str, capturable: bool, compiled: bool) -> dict[str, float]:
     x = torch.randn(BATCH, 3, 224, 224, device="cuda")
     y = torch.randint(1000, (BATCH,), device="cuda")
 
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(forward(x), y)
-        loss.backward()
-        optimizer.step()
-
+    step = plain_step(forward, optimizer, x, y)
     start = time.perf_counter()
     step()
     torch.cuda.synchronize()

@@ -27,13 +27,18 @@ import argparse
 import collections
 import copy
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import timm
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks.train_adam_check import plain_step
 from runner.measure.profile import profile_call
 from runner.measure.timing import cuda_event_ms
 from runner.steps.train import CrossEntropy, TrainStep
@@ -45,15 +50,7 @@ BATCH = 64
 
 def script_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True, capturable=True)
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-
-    return step
+    return plain_step(model, optimizer, x, y)
 
 
 def zoo_step(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], None]:
