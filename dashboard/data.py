@@ -98,8 +98,8 @@ def load(
     for table in TABLES:
         _combine(con, table, parts[table])
         _add_missing_columns(con, table)
-    # Breaks recorded before their one-line "TYPE: explanation" messages were read
-    # get their registered types (as zoo-merge gives them).
+    # Breaks recorded untyped (schema < 4) or before one-line "TYPE: explanation"
+    # messages were read get the types classify gives now (as zoo-merge gives them).
     break_types.reclassify(con)
     con.execute(f"CREATE VIEW latest_results AS SELECT * FROM results QUALIFY {latest_row()}")
     return con, sources

@@ -112,9 +112,9 @@ def global_libstdcxx() -> str | None:
     global (it is loaded as a dependency of torch's extension, local to it), a package
     built here by a newer ``g++`` binds those calls to torch's copies: on the H200 hosts
     we measure on, every package crashed at load so (benchmarks/aoti_probe/exporter.sh
-    lists which symbols went where). Opening the
-    already loaded library again with ``RTLD_GLOBAL`` (``RTLD_NOLOAD``: never a second
-    copy) fixes that as ``LD_PRELOAD`` of it did, without restarting the process."""
+    lists which symbols went where). Opening the already loaded library again with
+    ``RTLD_GLOBAL`` (``RTLD_NOLOAD``: never a second copy) fixes that as ``LD_PRELOAD``
+    of it did, without restarting the process."""
     maps = Path("/proc/self/maps")
     if not maps.exists():
         return None

@@ -90,7 +90,9 @@ def reclassify(con) -> int:
     follow. Idempotent: merge and the dashboard's load run it on what they read.
     Returns the break rows changed. ``con``: a DuckDB connection of the store's schema."""
     stale = con.execute(
-        "SELECT DISTINCT break_type, reason FROM graph_breaks WHERE break_type IS NULL "
+        # An untyped break is classified by its reason, a typed one by its type alone.
+        "SELECT DISTINCT break_type, CASE WHEN break_type IS NULL THEN reason END "
+        "FROM graph_breaks WHERE break_type IS NULL "
         "OR (registry_id = ? AND contains(break_type, ':'))",
         [UNREGISTERED],
     ).fetchall()
