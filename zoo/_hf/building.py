@@ -54,16 +54,26 @@ class KeywordModel(torch.nn.Module):
     def input_notes(self, seq_len: int | None) -> list[str]:
         """What the runner notes of the inputs made for ``seq_len`` (``example_inputs``
         cuts a sequence longer than the position table to fit)."""
-        if seq_len is None or self.positions is None or seq_len <= self.positions:
+        asked = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+        run = sequence_length(seq_len, self.positions)
+        if run == asked:
             return []
         return [
-            f"sequence cut from {seq_len} to {self.positions}, the model's text positions "
+            f"sequence cut from {asked} to {run}, the model's text positions "
             "(max_position_embeddings); the cell's key keeps the length asked for"
         ]
 
     def forward(self, *tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
         output = self.model(**dict(zip(self.input_names, tensors, strict=True)))
         return tuple(flatten_tensors(output))
+
+
+def sequence_length(seq_len: int | None, positions: int | None) -> int:
+    """The sequence length inputs are made with: the one asked for (else the default),
+    cut to the model's text positions where it has fewer. Token ids past its position
+    table are no input it can take (CLIP's text tower has 77)."""
+    seq = DEFAULT_SEQ_LEN if seq_len is None else seq_len
+    return seq if positions is None else min(seq, positions)
 
 
 def text_positions(recipe: Recipe) -> int | None:
@@ -132,11 +142,6 @@ def example_inputs(
     device (drawn on the CPU, then moved)."""
     recipe = recipe_for(spec)
     batch = DEFAULT_BATCH_SIZE if batch_size is None else batch_size
-    seq = DEFAULT_SEQ_LEN if seq_len is None else seq_len
-    # Token ids past the model's position table are no input it can take (CLIP's text
-    # tower has 77): the sequence is cut to fit.
-    positions = text_positions(recipe)
-    if positions is not None:
-        seq = min(seq, positions)
+    seq = sequence_length(seq_len, text_positions(recipe))
     maker = InputMaker(recipe.config, spec.task, recipe.input_names, batch, seq)
     return tuple(maker.make(name).to(device) for name in recipe.input_names)
