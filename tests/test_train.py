@@ -133,3 +133,32 @@ def test_an_inductor_train_cell():
     result = train(WithDropout(), backend="inductor", mode="default")
     assert result.status == "pass", (result.error_message, result.accuracy_failed)
     assert result.graph_break_count == 0 and result.compile_s > 0
+
+
+def test_backward_and_the_optimizer_step_run_outside_autocast():
+    """The cell calls a train step under its precision's autocast: the forward and the
+    loss run under it, backward and the optimizer step do not (torch.amp's advice, what
+    PyTorch's harness does)."""
+    from runner.steps.train import MeanOfFirst, TrainStep
+
+    seen: dict[str, bool] = {}
+
+    class Probe(Mlp):
+        def forward(self, x):
+            seen["forward"] = torch.is_autocast_enabled("cpu")
+            return super().forward(x)
+
+    def noting(phase):
+        def hook(*_):
+            seen[phase] = torch.is_autocast_enabled("cpu")
+
+        return hook
+
+    model = Probe()
+    model.fc1.weight.register_hook(noting("backward"))
+    step = TrainStep(MeanOfFirst(model), "adam", "loss")
+    step.optimizer.register_step_pre_hook(noting("optimizer"))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss, *_ = step(torch.randn(4, 8))
+    assert seen == {"forward": True, "backward": False, "optimizer": False}
+    assert loss.dtype == torch.float32  # the mean of a bf16 output, in fp32

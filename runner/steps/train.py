@@ -1,7 +1,8 @@
 """A training step: forward under the cell's precision, loss, backward, optimizer step.
 
 One call of the program is one whole step, ``zero_grad(set_to_none=True)`` first,
-outside anything compiled. What a compiler compiles is the step's option: by default the
+outside anything compiled; the cell's autocast covers the forward and the loss, not
+backward and the optimizer step. What a compiler compiles is the step's option: by default the
 model and its loss as one region (the seed article's and PyTorch's harness's choice: the
 loss fuses with the model's last layers), ``+model`` the model alone (timm's benchmark),
 ``+all`` the optimizer step too. Adam by default (the article's), ``+sgd`` for SGD.
@@ -86,8 +87,8 @@ class Train(Step):
         }[self.compiles]
         return [
             f"train step: {what}; loss: {Loss.kind_for(self.cell, model)}; {self.optimizer} "
-            f"(lr {LEARNING_RATE:g}), zero_grad outside; Inductor draws random numbers as "
-            "eager does (fallback_random)"
+            f"(lr {LEARNING_RATE:g}), zero_grad outside; backward and the optimizer step "
+            "outside autocast; Inductor draws random numbers as eager does (fallback_random)"
         ]
 
 
@@ -244,8 +245,11 @@ class TrainStep:
     def __call__(self, *inputs: Any) -> tuple[torch.Tensor, ...]:
         self.optimizer.zero_grad(set_to_none=True)
         loss = self.region(*inputs, *self.loss.targets(inputs))
-        loss.backward()
-        self.update()
+        # The cell calls the whole step under its precision's autocast; backward and the
+        # optimizer step leave it, as torch.amp advises and PyTorch's harness does.
+        with torch.autocast(loss.device.type, enabled=False):
+            loss.backward()
+            self.update()
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
         return (loss.detach(), *grads, *self.params)
 
