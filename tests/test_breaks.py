@@ -11,6 +11,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+import torch
 
 from dashboard.data import load
 from runner import triage
@@ -121,6 +122,31 @@ def test_one_line_and_untyped_breaks_get_their_registered_types(tmp_path):
     assert shown.execute("SELECT break_type FROM graph_breaks ORDER BY user_frame").fetchall() == [
         (kind,) for kind, _ in breaks
     ]
+
+
+def test_a_data_dependent_jumps_split_reason_is_filed_under_its_break_type(tmp_path):
+    """explain may list a data-dependent jump's split as ``generic_jump <type>``, dynamo's
+    own reason, not the break it raised: it is filed under "Data-dependent branching",
+    when recorded and when shipped rows of before are merged."""
+    branching = "Data-dependent branching"
+    registered = break_types.registry()[branching][0]
+    assert break_types.classify("generic_jump TensorVariable()")[:2] == (branching, registered)
+    # The installed torch still names the split so, after raising that type for it.
+    convert = Path(torch._dynamo.__file__).with_name("symbolic_convert.py").read_text()
+    body = convert.split("def generic_jump(", 1)[1].split("\ndef ", 1)[0]
+    assert f'gb_type="{branching}"' in body and 'f"generic_jump {' in body
+    old = GraphBreak("generic_jump TensorVariable()", "encodec.py:150", 6,
+                     "generic_jump TensorVariable()", break_types.UNREGISTERED)  # fmt: skip
+    result = make_result(graph_breaks=[old], break_types='["generic_jump TensorVariable()"]')
+    record_run(tmp_path / "old.duckdb", "old", [result])
+    merge([tmp_path / "old.duckdb"], tmp_path / "merged.duckdb")
+    with duckdb.connect(str(tmp_path / "merged.duckdb"), read_only=True) as con:
+        assert con.execute("SELECT break_type, registry_id FROM graph_breaks").fetchall() == [
+            (branching, registered)
+        ]
+        assert json.loads(con.execute("SELECT break_types FROM results").fetchone()[0]) == [
+            branching
+        ]
 
 
 def test_recompile_reasons_name_the_guard_that_failed():

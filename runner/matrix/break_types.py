@@ -31,6 +31,11 @@ DYNAMO_SPLITS = {
         "its own and resumed after it."
     ),
 }
+# Split reasons of dynamo's own that always follow one registry type: dynamo names the
+# split of a data-dependent jump ``generic_jump <the value's type>`` after raising
+# "Data-dependent branching" for it (torch 2.11's ``symbolic_convert.generic_jump``), and
+# explain may list the split's reason rather than the break's.
+_SPLIT_OF_TYPE = {"generic_jump ": "Data-dependent branching"}
 _SITE_ID = re.compile(r"/gb/(gb\d+)\.html", re.IGNORECASE)
 
 
@@ -68,6 +73,9 @@ def classify(reason: str) -> tuple[str, str, str | None]:
         first = max(
             (kind for kind in known if first.startswith(kind + ":")), key=len, default=first
         )
+    for prefix, kind in _SPLIT_OF_TYPE.items():
+        if first.startswith(prefix) and kind in known:
+            first = kind
     if first in known:
         registry_id, hints = known[first]
         return first, registry_id, json.dumps(hints) if hints else None
@@ -87,13 +95,14 @@ def reclassify(con) -> int:
     recorded without one (before schema 4: their reason is the first line of dynamo's
     message) or as ``unregistered`` with a registered type and its explanation on one
     line ("TYPE: ...", before ``classify`` read those); their cells' ``break_types``
-    follow. Idempotent: merge and the dashboard's load run it on what they read.
-    Returns the break rows changed. ``con``: a DuckDB connection of the store's schema."""
+    follow; so do unregistered types that ``classify`` now files under a registered one
+    (``generic_jump ...``). Idempotent: merge and the dashboard's load run it on what they
+    read. Returns the break rows changed. ``con``: a DuckDB connection of the store's
+    schema."""
     stale = con.execute(
         # An untyped break is classified by its reason, a typed one by its type alone.
         "SELECT DISTINCT break_type, CASE WHEN break_type IS NULL THEN reason END "
-        "FROM graph_breaks WHERE break_type IS NULL "
-        "OR (registry_id = ? AND contains(break_type, ':'))",
+        "FROM graph_breaks WHERE break_type IS NULL OR registry_id = ?",
         [UNREGISTERED],
     ).fetchall()
     changed = 0
