@@ -1,22 +1,32 @@
 """Where zoo-run's eager train step loses time against a plain script's (issue 21).
 
-zoo-run's `train+model` bf16 cell of ViT-B/16 reads 41.4 ms a step eager (CUDA events,
-median) and 37.0 ms of GPU busy time in one profiled step, alone on the H200; a plain
-script's step with the same Adam (foreach, capturable) takes 30.2 ms between its events
-(docs/train-export-h200.md). This script runs, in one process on the GPU, nothing else
-beside it:
+A plain script's ViT-B/16 bf16 train step (batch 64, Adam foreach+capturable) takes
+about 30 ms between its CUDA events on the H200; zoo-run's cells read 41-49 ms for the
+same eager step, with 36 ms of GPU busy time in one profiled step. Two suspects remain
+(docs/train-export-h200.md):
 
-- ``script``: the plain script's step (train_adam_check.py's, capturable Adam);
-- ``zoo``: zoo-matrix's own eager step (``runner.steps.train.TrainStep`` with its
-  cross-entropy loss), the whole call under autocast as the cell protocol calls it,
-  timed by ``runner.measure.timing.cuda_event_ms`` as the cells are;
-- ``zoo interleaved``: the same, alternating call by call with a second copy of the
-  model and its own Adam (the compiled side of a cell, here eager too).
+- **the autocast scope**: the cells ran backward and the optimizer step under autocast
+  too (50 more cast kernels; fixed in 4acf21a);
+- **interleaving**: a cell times its eager and compiled sides call by call, two model
+  copies alternating, and a step near the edge of launch-bound may run slower so.
 
-For each: the median of 30 timed steps after 6 untimed ones (events and wall), then one
-profiled step's GPU busy time and kernel count (``runner.measure.profile``). Then the
-kernels whose total time differs most between ``script`` and ``zoo``. Meant for the GPU
-machine:
+Sequential blocks of 30 steps could not tell them apart: one process read the same
+program at 31.5 and 37.4 ms in two blocks. So this script times every combination of
+program and interleaving in rounds (each round runs each combination once, as a block
+of ``BLOCK`` timed steps after ``UNTIMED`` untimed ones, in a new order each round) and
+reports medians and quartiles over all rounds, which drift hits alike:
+
+- programs: ``script`` (the plain step: autocast around forward and loss), ``script,
+  all autocast`` (backward and the optimizer step under autocast too), ``zoo``
+  (``runner.steps.train.TrainStep`` called under autocast, as a cell calls it: the
+  current scope), ``zoo, old scope`` (TrainStep with backward and the step under
+  autocast, as before 4acf21a);
+- interleaving: ``alone`` (one copy, step after step), ``pairs`` (two copies
+  alternating call by call, as a cell's sides), ``blocks of 5`` (two copies
+  alternating every 5 steps).
+
+Then one profiled step of each program (GPU busy time and kernels). Meant for the GPU
+machine, nothing else running (about two minutes):
 
     python benchmarks/train_step_gap.py --model vit_base_patch16_224
 """
@@ -24,144 +34,164 @@ machine:
 from __future__ import annotations
 
 import argparse
-import collections
 import copy
+import random
 import statistics
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import timm
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.train_adam_check import plain_step
 from runner.measure.profile import profile_call
-from runner.measure.timing import cuda_event_ms
+from runner.measure.timing import cuda_event_ms, perf_counter_ms
 from runner.steps.train import CrossEntropy, TrainStep
 
-STEPS = 30
-UNTIMED = 6
 BATCH = 64
+DEVICE = "cuda"
+ROUNDS = 8
+BLOCK = 10
+UNTIMED = 3
+Step = Callable[[], None]
 
 
-def script_step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Callable[[], None]:
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True, capturable=True)
+def autocast() -> torch.autocast:
+    return torch.autocast(DEVICE, dtype=torch.bfloat16)
+
+
+def timed(step: Step) -> float:
+    return cuda_event_ms(step) if DEVICE == "cuda" else perf_counter_ms(step)
+
+
+def script(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Step:
+    capturable = DEVICE == "cuda"
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, foreach=True, capturable=capturable)
     return plain_step(model, optimizer, x, y)
 
 
-def script_step_all_autocast(
-    model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor
-) -> Callable[[], None]:
-    """The plain step with backward and the optimizer step inside autocast too, as a
-    cell calls its program."""
-    step = script_step(model, x, y)
+def script_all_autocast(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Step:
+    step = script(model, x, y)
 
     def whole() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with autocast():
             step()
 
     return whole
 
 
-def zoo_step(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], None]:
+def zoo(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Step:
     program = TrainStep(CrossEntropy(model), "adam", "model")
 
     def step() -> None:
-        with torch.autocast("cuda", dtype=torch.bfloat16):
+        with autocast():
             program(x)
 
     return step
 
 
-def zoo_step_region_autocast(model: torch.nn.Module, x: torch.Tensor) -> Callable[[], None]:
-    """zoo-matrix's step with autocast around the model and its loss only: backward and
-    the optimizer step outside it, as the plain script runs them."""
+def zoo_old_scope(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Step:
+    """TrainStep as before 4acf21a: everything after zero_grad under the caller's
+    autocast."""
     program = TrainStep(CrossEntropy(model), "adam", "model")
-    region = program.region
 
-    def autocast_region(*args):
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            return region(*args)
+    def step() -> None:
+        with autocast():
+            program.optimizer.zero_grad(set_to_none=True)
+            loss = program.region(x, *program.loss.targets((x,)))
+            loss.backward()
+            program.update()
 
-    program.region = autocast_region
-    return lambda: program(x)
-
-
-def timed(steps: list[Callable[[], None]]) -> tuple[float, float]:
-    """Median event and wall ms of ``steps[0]``, the steps called in turn."""
-    for _ in range(UNTIMED):
-        for step in steps:
-            step()
-    torch.cuda.synchronize()
-    events, walls = [], []
-    for _ in range(STEPS):
-        for number, step in enumerate(steps):
-            start = time.perf_counter()
-            ms = cuda_event_ms(step)
-            if number == 0:
-                events.append(ms)
-                walls.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(events), statistics.median(walls)
+    return step
 
 
-def kernels(step: Callable[[], None]) -> tuple[collections.Counter, collections.Counter]:
-    """Total device microseconds and launches per kernel name over one step."""
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        step()
-        torch.cuda.synchronize()
-    totals: collections.Counter = collections.Counter()
-    counts: collections.Counter = collections.Counter()
-    for event in prof.events():
-        if event.device_type == torch.autograd.DeviceType.CUDA:
-            totals[event.name] += event.device_time
-            counts[event.name] += 1
-    return totals, counts
+PROGRAMS = {
+    "script": script,
+    "script, all autocast": script_all_autocast,
+    "zoo": zoo,
+    "zoo, old scope": zoo_old_scope,
+}
+
+
+def alone(first: Step, second: Step, count: int) -> list[float]:
+    return [timed(first) for _ in range(count)]
+
+
+def pairs(first: Step, second: Step, count: int) -> list[float]:
+    samples = []
+    for _ in range(count):
+        samples.append(timed(first))
+        second()
+    return samples
+
+
+def blocks_of_5(first: Step, second: Step, count: int) -> list[float]:
+    samples: list[float] = []
+    while len(samples) < count:
+        samples += [timed(first) for _ in range(min(5, count - len(samples)))]
+        for _ in range(5):
+            second()
+    return samples
+
+
+INTERLEAVINGS = {"alone": alone, "pairs": pairs, "blocks of 5": blocks_of_5}
+
+
+def quartiles(samples: list[float]) -> tuple[float, float, float]:
+    q1, median, q3 = statistics.quantiles(samples, n=4)
+    return q1, median, q3
 
 
 def main() -> None:
+    global DEVICE
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="vit_base_patch16_224")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--batch-size", type=int, default=BATCH)
+    parser.add_argument("--device", default=DEVICE, help="cpu: a smoke run of the script")
     args = parser.parse_args()
+    DEVICE = args.device
+    sync = torch.cuda.synchronize if DEVICE == "cuda" else lambda: None
     torch.manual_seed(0)
-    base = timm.create_model(args.model, pretrained=False).cuda().train()
-    x = torch.randn(BATCH, 3, 224, 224, device="cuda")
-    y = torch.randint(1000, (BATCH,), device="cuda")
-    variants = {
-        "script": [script_step(copy.deepcopy(base), x, y)],
-        "script, whole step under autocast": [script_step_all_autocast(copy.deepcopy(base), x, y)],
-        "zoo": [zoo_step(copy.deepcopy(base), x)],
-        "zoo, autocast around model and loss only": [
-            zoo_step_region_autocast(copy.deepcopy(base), x)
-        ],
-        "zoo interleaved": [zoo_step(copy.deepcopy(base), x), zoo_step(copy.deepcopy(base), x)],
+    base = timm.create_model(args.model, pretrained=False).to(DEVICE).train()
+    x = torch.randn(args.batch_size, 3, 224, 224, device=DEVICE)
+    y = torch.randint(1000, (args.batch_size,), device=DEVICE)
+    # Two copies per program: the second is the neighbour that pairs and blocks alternate
+    # with, a program of the same kind (a cell's two sides run the same step).
+    steps = {
+        name: (make(copy.deepcopy(base), x, y), make(copy.deepcopy(base), x, y))
+        for name, make in PROGRAMS.items()
     }
-    print("| variant | event ms | wall ms | GPU busy ms (one profiled step) | kernels |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name, steps in variants.items():
-        event_ms, wall_ms = timed(steps)
-        profiled = profile_call(steps[0], torch.cuda.synchronize, True)
-        print(
-            f"| {name} | {event_ms:.2f} | {wall_ms:.2f} | {profiled.gpu_ms or 0:.2f} "
-            f"| {profiled.kernels} |",
-            flush=True,
-        )
-    (script, script_n), (zoo, zoo_n) = (kernels(variants[k][0]) for k in ("script", "zoo"))
-    print("\n| kernel | script us (launches) | zoo us (launches) | zoo - script us |")
-    print("| --- | ---: | ---: | ---: |")
-    order = lambda n: (-abs(zoo[n] - script[n]), -abs(zoo_n[n] - script_n[n]))  # noqa: E731
-    names = sorted(set(script) | set(zoo), key=order)
-    changed = [n for n in names if zoo_n[n] != script_n[n]]
-    for name in (names[:15] + [n for n in changed if n not in names[:15]])[:30]:
-        shown = name.replace("|", "/")[:90]
-        print(
-            f"| {shown} | {script[name]:.0f} ({script_n[name]}) | {zoo[name]:.0f} "
-            f"({zoo_n[name]}) | {zoo[name] - script[name]:+.0f} |"
-        )
+    samples: dict[tuple[str, str], list[float]] = {
+        (p, i): [] for p in PROGRAMS for i in INTERLEAVINGS
+    }
+    order = list(samples)
+    shuffler = random.Random(0)
+    for _ in range(args.rounds):
+        shuffler.shuffle(order)
+        for program, interleaving in order:
+            first, second = steps[program]
+            run = INTERLEAVINGS[interleaving]
+            run(first, second, UNTIMED)
+            sync()
+            samples[program, interleaving] += run(first, second, BLOCK)
+    print(
+        f"{args.model}, batch {args.batch_size}, bf16, {DEVICE}; {args.rounds} rounds of "
+        f"{BLOCK} timed steps"
+    )
+    print("\n| program | interleaving | event ms p25 | median | p75 |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for program, interleaving in samples:
+        q1, median, q3 = quartiles(samples[program, interleaving])
+        print(f"| {program} | {interleaving} | {q1:.2f} | {median:.2f} | {q3:.2f} |")
+    print("\n| program | GPU busy ms (one profiled step) | kernels |")
+    print("| --- | ---: | ---: |")
+    for program, (first, _) in steps.items():
+        profiled = profile_call(first, sync, DEVICE == "cuda")
+        print(f"| {program} | {profiled.gpu_ms or 0:.2f} | {profiled.kernels} |", flush=True)
 
 
 if __name__ == "__main__":
