@@ -54,7 +54,8 @@ def main() -> int:
     print("# The headline column so far\n")
     print(
         f"{cells:,} cells (inductor default, dynamic false, bf16 autocast, inference, one "
-        "H200); the newest row of each. Made by `python benchmarks/zoo_report.py`.\n"
+        "H200); the newest row of each. Made by `python benchmarks/zoo_report.py`. What "
+        "some of it means, checked model by model: [zoo-findings.md](zoo-findings.md).\n"
     )
     print("## Pass rate per suite\n\n| suite | cells | pass | failing | pass rate |")
     print("| --- | --- | --- | --- | --- |")
