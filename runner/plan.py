@@ -206,6 +206,29 @@ def skip_recorded(
     return Plan(cells=todo, dropped=plan.dropped, skipped=skipped)
 
 
+def triage_first(
+    plan: Plan,
+    recorded: Mapping[str, tuple[str, CellResult]],
+    mode: str,
+) -> Plan:
+    """The planned cells that ``recorded`` holds (key -> run id and row: recorded failing
+    cells planned only for their triage) as triage jobs of their rows
+    (``runner.triage.job_of_recorded``), first in the plan: a job takes its cell's time
+    once per rung of the ladder, so a time-limited run fits it best at its start."""
+    if not recorded:
+        return plan
+    # Imported here: runner.triage imports torch, and planning does not.
+    from runner.triage import job_of_recorded
+
+    jobs = [
+        job_of_recorded(cell, mode, *recorded[cell.key])
+        for cell in plan.cells
+        if cell.key in recorded
+    ]
+    rest = [cell for cell in plan.cells if cell.key not in recorded]
+    return Plan(cells=jobs + rest, dropped=plan.dropped, skipped=plan.skipped)
+
+
 def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     """The retry of a cell that ran out of memory: the same cell at half the batch, down
     to 1 (timm's benchmark does the same); None when there is nothing to retry. The key

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from runner.backends import registry as backends
@@ -60,6 +61,9 @@ NOT_AGAIN = "did not fail again"
 # Cell.extra's entry that makes a worker triage the cell instead of measuring it; its
 # value is the triage mode.
 TRIAGE = "triage"
+# Cell.extra's entry of a triage job for a cell already recorded without a verdict: that
+# row (``CellResult.to_dict``), which the verdict joins. The cell is not measured again.
+RECORDED = "recorded"
 LADDER_ONLY = "ladder"
 BISECT = "bisect"
 MINIFY = "minify"
@@ -90,6 +94,24 @@ def job_seconds(cell: Cell, mode: str, rung_s: float) -> float:
     the bisector or the minifier may take its budget."""
     extra = {BISECT: BISECT_BUDGET_S, MINIFY: MINIFY_BUDGET_S + REPRO_CHECK_S}.get(mode, 0.0)
     return rung_s * len(rungs(cell)) + extra
+
+
+def job_of_recorded(cell: Cell, mode: str, run_id: str, recorded: CellResult) -> Cell:
+    """The triage job of ``cell``, recorded in run ``run_id`` as ``recorded`` with no
+    verdict (none was asked for, or a run's end cut its job off): the ladder alone. Its
+    row is the recorded one, measurements and times as they were, with the verdict and a
+    note saying where it was measured: measuring the cell again would cost a run its
+    whole time once more, and a large model's job would then not fit a chunked sweep's
+    time limit, run after run."""
+    row = CellResult.from_dict(recorded.to_dict())
+    row.triage_rung = row.triage_detail = None
+    note = f"measured in run {run_id}; this row adds the triage verdict of a later run"
+    row.notes = f"{row.notes}; {note}" if row.notes else note
+    return replace(
+        cell,
+        timeout_s=job_timeout(cell, mode),
+        extra={**cell.extra, TRIAGE: mode, RECORDED: row.to_dict()},
+    )
 
 
 def wants_triage(cell: Cell, result: CellResult) -> bool:

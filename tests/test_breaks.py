@@ -236,21 +236,45 @@ def test_a_dynamo_failure_is_triaged_to_dynamo_in_a_sweep(tmp_path):
 
 def test_asking_for_triage_triages_the_failures_recorded_without_it(tmp_path, capsys):
     """A sweep's earlier failing cells get their verdict from the same command with
-    --triage; a cell with a verdict, and one that passed, are not run again."""
+    --triage, by the ladder alone: the new row is the recorded measurement with the
+    verdict. A cell with a verdict, and one that passed, are not run again."""
     db = tmp_path / "zoo.duckdb"
     failing = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
     base = ["--device", "cpu", "--db", str(db)]
     assert zoo_run([*failing, *base]) == 0
-    assert [row["triage_rung"] for row in rows(db)] == [None]
+    (first,) = rows(db)
+    assert first["triage_rung"] is None
     capsys.readouterr()
     assert zoo_run([*failing, *base, "--triage", "ladder"]) == 0
-    assert (
-        "rerunning 1 recorded failing cell(s) without a triage verdict" in capsys.readouterr().err
-    )
+    err = capsys.readouterr().err
+    assert "triaging 1 recorded failing cell(s) without a triage verdict first" in err
     latest = rows(db, "SELECT * FROM results ORDER BY recorded_at DESC")
     assert [row["triage_rung"] for row in latest] == ["fails in dynamo", None]
+    triaged = latest[0]
+    assert triaged["run_id"] != first["run_id"]
+    # Not measured again: the row's measurement and times are the recorded ones.
+    for column in ("status", "error_signature", "wall_s", "started_at", "finished_at"):
+        assert triaged[column] == first[column], column
+    assert triaged["notes"].endswith(
+        f"measured in run {first['run_id']}; this row adds the triage verdict of a later run"
+    )
     assert zoo_run([*failing, *base, "--triage", "ladder"]) == 0
     assert len(rows(db)) == 2  # triaged: skipped as recorded
+
+
+def test_a_recorded_cells_triage_job_that_would_not_fit_leaves_no_row(tmp_path, capsys):
+    """A triage job of a recorded cell judged past the time limit starts not, and writes
+    nothing: the recorded row stands for a later run, no copy of it marked interrupted."""
+    db = tmp_path / "zoo.duckdb"
+    failing = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
+    base = ["--device", "cpu", "--db", str(db)]
+    assert zoo_run([*failing, *base]) == 0
+    (first,) = rows(db)
+    # Four rungs of the recorded cell's wall time: past a limit of one second.
+    assert first["wall_s"] > 0.25
+    assert zoo_run([*failing, *base, "--triage", "ladder", "--time-limit", "1"]) == 0
+    assert len(rows(db)) == 1
+    assert "time limit of 1 s reached: 1 cells not started" in capsys.readouterr().out
 
 
 def test_a_triage_job_past_the_time_limit_is_left_for_the_next_run(tmp_path):

@@ -304,6 +304,31 @@ def test_untriaged_are_latest_failures_without_a_verdict(store):
     assert store.untriaged([], statuses) == set()
 
 
+def test_latest_results_read_back_the_rows_as_written(store):
+    """A recorded row comes back as the CellResult the runner wrote, graph breaks and
+    sample lists included, with the run that recorded it; only the latest per cell."""
+    first, second = start(store), start(store)
+    old = make_result("a", "fail_accuracy", speedup=1.5)
+    newest = make_result(
+        "a",
+        "compile_error",
+        error_signature="Unsupported: it broke",
+        eager_samples_ms=[1.25, 2.5],
+        probe_ok=False,
+        graph_breaks=[
+            GraphBreak("reason one", "m.py:3", 2, "Data dependent operator", "GB0033", "[]"),
+            GraphBreak("reason two"),
+        ],
+    )
+    store.write_results(first, [old])
+    store.write_results(second, [newest, make_result("b", "pass")])
+    found = store.latest_results(["a", "b", "missing"])
+    assert sorted(found) == ["a", "b"]
+    assert found["a"] == (second, newest)
+    assert found["b"][1].graph_breaks == []
+    assert store.latest_results([]) == {}
+
+
 def test_environments_are_deduplicated(store, db):
     store.record_environment(ENV)
     store.record_environment(ENV)

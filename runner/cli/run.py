@@ -13,8 +13,16 @@ from pathlib import Path
 from runner.backends import registry as backends
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
 from runner.matrix.labels import DISTURBED_RATIO
-from runner.matrix.results import TRIAGED_STATUSES
-from runner.plan import Plan, PlanOptions, plan_cells, shard, skip_recorded, smaller_batch
+from runner.matrix.results import RETRY_STATUSES, TRIAGED_STATUSES
+from runner.plan import (
+    Plan,
+    PlanOptions,
+    plan_cells,
+    shard,
+    skip_recorded,
+    smaller_batch,
+    triage_first,
+)
 from runner.steps import registry as steps
 from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
 from zoo.errors import UsageError, run_command
@@ -500,12 +508,25 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
                 f"rerunning {len(disturbed)} recorded cell(s) whose timing was disturbed "
                 "(--retry-disturbed)"
             )
-        rerun = sum(cell.key in untriaged for cell in plan.cells)
-        if rerun and not args.force:
-            console.print(
-                f"rerunning {rerun} recorded failing cell(s) without a triage verdict, to "
-                f"triage them (--triage {args.triage})"
-            )
+        if untriaged and not args.force:
+            # Cells rerun for no other reason get their triage job alone, first.
+            only = {
+                key
+                for key in untriaged - disturbed
+                if not (args.retry_failed and recorded[key] in RETRY_STATUSES)
+            }
+            plan = triage_first(plan, store.latest_results(sorted(only)), args.triage)
+            if only:
+                console.print(
+                    f"triaging {len(only)} recorded failing cell(s) without a triage verdict "
+                    f"first (--triage {args.triage}): the ladder only, their measurements stand"
+                )
+            rerun = len(untriaged) - len(only)
+            if rerun:
+                console.print(
+                    f"rerunning {rerun} recorded failing cell(s) without a triage verdict, "
+                    f"to triage them (--triage {args.triage})"
+                )
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "

@@ -40,7 +40,7 @@ from runner.matrix.results import (
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
-from runner.triage import TRIAGE, job_seconds, job_timeout, wants_triage
+from runner.triage import RECORDED, TRIAGE, job_seconds, job_timeout, wants_triage
 from runner.triage import merge as merge_triage
 from zoo.errors import interruption, raise_terminated
 
@@ -367,7 +367,10 @@ class Executor:
         what the earlier attempts ended as. ``triage`` (a mode of ``runner.triage``): a
         torch.compile cell that failed is reported only after a triage job of it ran in a
         fresh worker, with the job's verdict in its row; a job that would start past the
-        deadline does not, and its cell is reported with ``triage interrupted``.
+        deadline does not, and its cell is reported with ``triage interrupted``. A cell
+        carrying a recorded row (``runner.triage.RECORDED``) is such a job alone: its
+        verdict joins that row; one that would end after the deadline does not start and
+        reports nothing.
 
         ``cells`` may be a ``CellFeed``: the run then lasts until the feed is exhausted and
         every cell taken from it is done.
@@ -381,6 +384,8 @@ class Executor:
         earlier: dict[str, list[str]] = {}
         # Failing results waiting for their triage job, by cell key.
         held: dict[str, CellResult] = {}
+        # Of those, the keys of rows read from the store (a recorded cell's triage job).
+        from_store: set[str] = set()
         planned = 0
         past_deadline = False
         meter = usage.CpuMeter()
@@ -452,6 +457,14 @@ class Executor:
                         elif past_deadline or (cell := feed.take()) is None:
                             continue
                         else:
+                            if RECORDED in cell.extra:
+                                # A recorded cell's triage job: it starts if it fits
+                                # the deadline, else its row stands for a later run.
+                                cell, recorded = _recorded_job(cell)
+                                if self._closed(deadline, _triage_s(cell, {cell.key: recorded})):
+                                    continue
+                                held[cell.key] = recorded
+                                from_store.add(cell.key)
                             planned += 1
                         kind = self._worker_kind(cell.config.backend)
                         if worker is not None and worker.kind != kind:
@@ -471,10 +484,12 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             slots = []
-            # Finished cells whose triage was under way are recorded, untriaged.
-            for result in held.values():
-                result.triage_rung = TRIAGE_INTERRUPTED
-                on_result(result)
+            # Finished cells whose triage was under way are recorded, untriaged (a
+            # recorded cell's row is there already).
+            for key, result in held.items():
+                if key not in from_store:
+                    result.triage_rung = TRIAGE_INTERRUPTED
+                    on_result(result)
             raise interruption(stop) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
@@ -613,6 +628,14 @@ def _quiet_while_timing(slots: list[Worker | None]) -> None:
             worker.stop(now)
         elif worker.stopped and (not timing or worker in timing or not worker.running):
             worker.resume(now)
+
+
+def _recorded_job(cell: Cell) -> tuple[Cell, CellResult]:
+    """A recorded cell's triage job (``runner.triage.job_of_recorded``) as a worker runs
+    it, and the recorded row its verdict joins."""
+    extra = dict(cell.extra)
+    recorded = CellResult.from_dict(extra.pop(RECORDED))
+    return replace(cell, extra=extra), recorded
 
 
 def _triage_s(job: Cell, held: dict[str, CellResult]) -> float:
