@@ -25,10 +25,19 @@ reports medians and quartiles over all rounds, which drift hits alike:
   alternating call by call, as a cell's sides), ``blocks of 5`` (two copies
   alternating every 5 steps).
 
+The GPU run of 2026-12-02 (two hosts) found no program and no interleaving of these
+apart by more than the rounds' spread, while cells read ViT's eager step 35-60% above
+this script's on the same host (resnet50's not at all). One difference from a cell was
+left: a cell's eager step alternates with the *compiled* step, not with another eager
+copy. So ``--compiled-neighbour`` compiles a train step as a default ``train`` cell does
+(model and loss as one region, Inductor) and adds ``pairs, compiled neighbour`` (each
+program alternating call by call with it) and the compiled step's own readings, alone
+and paired with the eager ``zoo`` step (about 30 s more for the compile).
+
 Then one profiled step of each program (GPU busy time and kernels). Meant for the GPU
 machine, nothing else running (about two minutes):
 
-    python benchmarks/train_step_gap.py --model vit_base_patch16_224
+    python benchmarks/train_step_gap.py --model vit_base_patch16_224 --compiled-neighbour
 """
 
 from __future__ import annotations
@@ -138,6 +147,19 @@ def blocks_of_5(first: Step, second: Step, count: int) -> list[float]:
 
 
 INTERLEAVINGS = {"alone": alone, "pairs": pairs, "blocks of 5": blocks_of_5}
+COMPILED_NEIGHBOUR = "pairs, compiled neighbour"
+
+
+def compiled_zoo(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> Step:
+    """The compiled side of a default ``train`` cell: TrainStep with the model and its
+    loss compiled as one region by Inductor, called under autocast."""
+    program = TrainStep(CrossEntropy(model), "adam", "loss").compile_parts(torch.compile)
+
+    def step() -> None:
+        with autocast():
+            program(x)
+
+    return step
 
 
 def quartiles(samples: list[float]) -> tuple[float, float, float]:
@@ -152,6 +174,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--batch-size", type=int, default=BATCH)
     parser.add_argument("--device", default=DEVICE, help="cpu: a smoke run of the script")
+    parser.add_argument(
+        "--compiled-neighbour",
+        action="store_true",
+        help="also time each program beside the compiled step, as a cell's eager side is",
+    )
     args = parser.parse_args()
     DEVICE = args.device
     sync = torch.cuda.synchronize if DEVICE == "cuda" else lambda: None
@@ -165,16 +192,29 @@ def main() -> None:
         name: (make(copy.deepcopy(base), x, y), make(copy.deepcopy(base), x, y))
         for name, make in PROGRAMS.items()
     }
+    interleavings = dict(INTERLEAVINGS)
+    if args.compiled_neighbour:
+        compiled = compiled_zoo(copy.deepcopy(base), x, y)
+        compiled()  # the compile, untimed
+        sync()
+        interleavings[COMPILED_NEIGHBOUR] = pairs
+        # The compiled step's own readings: alone, and beside the eager zoo step.
+        steps["compiled"] = (compiled, steps["zoo"][0])
     samples: dict[tuple[str, str], list[float]] = {
-        (p, i): [] for p in PROGRAMS for i in INTERLEAVINGS
+        (p, i): [] for p in PROGRAMS for i in interleavings
     }
+    if args.compiled_neighbour:
+        samples["compiled", "alone"] = []
+        samples["compiled", "pairs with the eager zoo step"] = []
     order = list(samples)
     shuffler = random.Random(0)
     for _ in range(args.rounds):
         shuffler.shuffle(order)
         for program, interleaving in order:
             first, second = steps[program]
-            run = INTERLEAVINGS[interleaving]
+            if interleaving == COMPILED_NEIGHBOUR:
+                second = steps["compiled"][0]
+            run = interleavings.get(interleaving, pairs)
             run(first, second, UNTIMED)
             sync()
             samples[program, interleaving] += run(first, second, BLOCK)
