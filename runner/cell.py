@@ -34,10 +34,10 @@ from runner.matrix.phases import (
     PROFILE,
     REFERENCE,
 )
-from runner.matrix.results import FAIL_ACCURACY, PASS, UNSUPPORTED, CellResult
+from runner.matrix.results import FAIL_ACCURACY, OOM, PASS, UNSUPPORTED, CellResult
 from runner.measure.accuracy import accuracy_tolerance, compare_outputs
 from runner.measure.context import CellContext, Gate, Unsupported, no_gate
-from runner.measure.failure import classify, record_failure, signature
+from runner.measure.failure import classify, device_memory_note, record_failure, signature
 from runner.measure.isolation import (
     cold_compile_caches,
     free_device_memory,
@@ -90,6 +90,9 @@ def measure_cell(
             result.error_signature = outcome.signature
         except Exception as exc:
             record_failure(result, exc, ctx.phase)
+            # Read before the cell's memory is freed: what it and the others held.
+            if result.status == OOM and (note := device_memory_note()):
+                ctx.note(note)
     result.notes = "; ".join(ctx.notes) or None
     result.finished_at = utc_now_iso()
     result.wall_s = time.perf_counter() - started

@@ -15,9 +15,12 @@ from runner.backends import registry as backends
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import OOM, RETRY_STATUSES, CellResult
+from runner.measure.failure import CROWDED
 from zoo.spec import ModelSpec
 
 DEFAULT_TIMEOUT_S = 300.0
+# Retries at the same batch of a cell that ran out of memory beside other processes.
+MAX_CROWDED_RETRIES = 2
 AUTOTUNE_TIMEOUT_S = 900.0
 
 # Batch size per suite and device when --batch-size is not given. None means the
@@ -232,8 +235,17 @@ def triage_first(
 def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     """The retry of a cell that ran out of memory: the same cell at half the batch, down
     to 1 (timm's benchmark does the same); None when there is nothing to retry. The key
-    keeps the batch asked for; the row records the one that ran."""
+    keeps the batch asked for; the row records the one that ran.
+
+    A cell that ran out beside other processes holding most of the device's memory
+    (``runner.measure.failure.CROWDED``: a parallel sweep's neighbour, not the model)
+    is retried at the same batch first, up to ``MAX_CROWDED_RETRIES`` times; the
+    executor starts such a retry once the cells that ran beside it have ended."""
     batch = cell.run_batch_size
-    if result.status != OOM or batch is None or batch <= 1:
+    if result.status != OOM or batch is None:
+        return None
+    if CROWDED in (result.notes or "") and cell.crowded_retries < MAX_CROWDED_RETRIES:
+        return cell.crowded_retry()
+    if batch <= 1:
         return None
     return cell.with_run_batch(max(1, batch // 2))

@@ -7,7 +7,15 @@ import torch
 from torch import nn
 from torch._dynamo.backends.common import aot_autograd
 
-from runner.measure.failure import classify, headline, normalize_message, signature, traceback_tail
+from runner.measure.failure import (
+    CROWDED,
+    classify,
+    headline,
+    memory_note,
+    normalize_message,
+    signature,
+    traceback_tail,
+)
 
 
 class Printing(nn.Module):
@@ -60,6 +68,18 @@ def _failing_backend(path: str):
 )
 def test_steps_before_compiling_name_their_status_and_phase(phase, status):
     assert classify(ValueError("bad"), phase) == (status, phase)
+
+
+def test_an_out_of_memory_note_says_who_held_the_device():
+    gib = 2**30
+    crowded = memory_note(free=int(0.7 * gib), total=140 * gib, own=8 * gib)
+    assert crowded.startswith(CROWDED + ": they held 131.3 of the device's 140.0 GiB")
+    assert crowded.endswith("this process 8.0 GiB")
+    alone = memory_note(free=gib, total=140 * gib, own=135 * gib)
+    assert not alone.startswith(CROWDED)
+    assert alone.startswith("out of memory holding 135.0 of the device's 140.0 GiB")
+    # Others holding more than this process but under a quarter of the device: its own.
+    assert not memory_note(free=100 * gib, total=140 * gib, own=10 * gib).startswith(CROWDED)
 
 
 @pytest.mark.parametrize("phase", ["build", "eager", "compile", "compiled_run"])

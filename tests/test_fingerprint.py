@@ -182,6 +182,29 @@ def test_a_smaller_batch_follows_only_an_out_of_memory_result():
     assert smaller_batch(unbatched, make_result(status="oom")) is None
 
 
+def test_out_of_memory_beside_other_processes_is_retried_at_the_same_batch_first():
+    """A parallel sweep's neighbour that held the device's memory is no property of the
+    model: twice at the same batch, then halving as for any out-of-memory cell."""
+    spec = select(["test_resnet"])[0]
+    cell = Cell(
+        spec, CellConfig("inductor", "default", "false", "bf16"), "full", 16, None, "cuda", "env"
+    )
+    crowded = make_result(
+        status="oom",
+        notes="out of memory beside other processes: they held 108.1 of the device's 139.8 "
+        "GiB, this process 8.3 GiB",
+    )
+    first = smaller_batch(cell, crowded)
+    assert first is not None and (first.run_batch_size, first.crowded_retries) == (16, 1)
+    second = smaller_batch(first, crowded)
+    assert second is not None and (second.run_batch_size, second.crowded_retries) == (16, 2)
+    third = smaller_batch(second, crowded)
+    assert third is not None and third.run_batch_size == 8
+    assert third.key == cell.key
+    # At batch 1 a crowded cell still gets its retries at the same batch.
+    assert smaller_batch(cell.with_run_batch(1), crowded).run_batch_size == 1
+
+
 @pytest.mark.slow
 def test_a_cell_out_of_memory_is_retried_at_half_the_batch_until_it_fits(tmp_path):
     db = tmp_path / "zoo.duckdb"

@@ -26,6 +26,7 @@ from runner.schedule.executor import STOPPED, WAITING_FOR_GPU, Executor, _Runnin
 from runner.schedule.gpu_lock import GpuLock
 from runner.schedule.usage import HoldLog, Usage, read_holds
 from zoo.catalog import select
+from zoo.errors import Interrupted
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -695,3 +696,54 @@ def _eager_cpu_cell(fixture: str, **fields) -> Cell:
         env_id="test",
         **fields,
     )
+
+
+def _oom_beside_a_slow_cell() -> tuple[Cell, Cell]:
+    """A cell that times for over a second, and one that runs out of memory (as CUDA
+    says it) at once at its batch of 8."""
+    slow = _eager_cpu_cell("toy_models.py:SlowMLP")
+    oom = dataclasses.replace(_eager_cpu_cell("toy_models.py:OutOfMemoryAbove2"), batch_size=8)
+    return slow, oom
+
+
+def test_a_crowded_retry_starts_once_the_cells_beside_it_ended(tmp_path):
+    """A cell out of memory beside other processes is retried at the same batch only
+    after the cells that ran beside it ended (the neighbour that held the memory is
+    one of them), while the other slot stays free for it."""
+    slow, oom = _oom_beside_a_slow_cell()
+
+    def retry(cell: Cell, result) -> Cell | None:
+        # On the CPU nothing is crowded: every first out-of-memory stands for one.
+        if result.status == "oom" and cell.crowded_retries == 0:
+            return cell.crowded_retry()
+        return None
+
+    results: list = []
+    Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks").run(
+        [slow, oom], results.append, retry=retry
+    )
+    by_key = {result.cell_key: result for result in results}
+    assert by_key[slow.key].status == "pass"
+    retried = by_key[oom.key]
+    assert (retried.status, retried.batch_size_run) == ("oom", 8)
+    assert retried.notes.startswith("an attempt at batch 8 ended oom")
+    # Started after the slow cell ended, not beside it (ISO times in UTC).
+    assert retried.started_at >= by_key[slow.key].finished_at
+
+
+def test_a_cell_waiting_for_its_retry_is_recorded_when_the_run_stops(tmp_path):
+    """A run stopped while a retry waits records the attempt that asked for it; the
+    cell under way beside it gets no row."""
+    slow, oom = _oom_beside_a_slow_cell()
+    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
+
+    def retry(cell: Cell, result) -> Cell | None:
+        if result.status == "oom" and cell.crowded_retries == 0:
+            executor.stop()
+            return cell.crowded_retry()
+        return None
+
+    results: list = []
+    with pytest.raises(Interrupted):
+        executor.run([slow, oom], results.append, retry=retry)
+    assert [(r.cell_key, r.status, r.batch_size_run) for r in results] == [(oom.key, "oom", 8)]

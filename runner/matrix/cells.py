@@ -16,6 +16,9 @@ from zoo.spec import ModelSpec
 
 # ``Cell.extra``'s entry for the batch an out-of-memory retry runs at.
 RUN_BATCH = "batch_size_run"
+# ``Cell.extra``'s entry counting the retries at the same batch of a cell that ran out of
+# memory while other processes held most of the device's (``runner.plan.smaller_batch``).
+CROWDED_RETRIES = "crowded_retries"
 # The fields of a cell's key, in the order they are hashed.
 KEY_FIELDS = (
     "model_id",
@@ -90,6 +93,15 @@ class Cell:
     def with_run_batch(self, batch_size: int) -> Cell:
         """This cell, to be run at ``batch_size`` (an out-of-memory retry)."""
         return replace(self, extra={**self.extra, RUN_BATCH: batch_size})
+
+    @property
+    def crowded_retries(self) -> int:
+        return self.extra.get(CROWDED_RETRIES, 0)
+
+    def crowded_retry(self) -> Cell:
+        """This cell again at the same batch, after running out of memory beside other
+        processes that held most of the device's."""
+        return replace(self, extra={**self.extra, CROWDED_RETRIES: self.crowded_retries + 1})
 
     def describe(self) -> str:
         return f"{self.spec.id} · {self.config.label()}"

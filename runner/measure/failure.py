@@ -41,6 +41,10 @@ _DYNAMO_TRACE_FILES = ("torch/_dynamo/convert_frame.py", "torch/_dynamo/symbolic
 _AOT_PATHS = ("torch/_functorch/", "torch/_subclasses/", "torch/_inductor/decomposition.py")
 _INDUCTOR_PATHS = ("torch/_inductor/", "/triton/")
 _OOM_TEXT = ("out of memory", "can't allocate memory")
+# How an out-of-memory cell's note begins when other processes held most of the device's
+# memory: the cell did not run out on its own (a parallel sweep's neighbour did it).
+CROWDED = "out of memory beside other processes"
+GIB = 2**30
 
 
 def classify(exc: BaseException, phase: str) -> tuple[str, str]:
@@ -65,6 +69,35 @@ def record_failure(result: CellResult, exc: BaseException, phase: str) -> None:
     result.error_signature = signature(exc)
     result.error_message = truncate(str(exc), MESSAGE_CHARS)
     result.traceback_tail = traceback_tail(exc)
+
+
+def memory_note(free: int, total: int, own: int) -> str:
+    """Who held the device's memory when a cell ran out of it (bytes): ``own`` this
+    process's PyTorch allocator, the rest of what is not ``free`` the others (other
+    processes, and CUDA contexts, this one's included). Crowded (``CROWDED``) when the
+    others held more than this process and more than a quarter of the device."""
+    others = max(total - free - own, 0)
+    if others > own and others > total / 4:
+        return (
+            f"{CROWDED}: they held {others / GIB:.1f} of the device's {total / GIB:.1f} GiB, "
+            f"this process {own / GIB:.1f} GiB"
+        )
+    return (
+        f"out of memory holding {own / GIB:.1f} of the device's {total / GIB:.1f} GiB "
+        f"(other processes and CUDA contexts {others / GIB:.1f} GiB)"
+    )
+
+
+def device_memory_note() -> str | None:
+    """``memory_note`` of the CUDA device now, or None where CUDA is not in use."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_initialized():
+        return None
+    try:
+        free, total = torch.cuda.mem_get_info()
+        return memory_note(free, total, torch.cuda.memory_reserved())
+    except Exception:
+        return None
 
 
 def is_oom(exc: BaseException) -> bool:

@@ -37,6 +37,7 @@ from runner.matrix.results import (
     TRIAGE_INTERRUPTED,
     CellResult,
 )
+from runner.measure.failure import CROWDED
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
@@ -386,6 +387,12 @@ class Executor:
         held: dict[str, CellResult] = {}
         # Of those, the keys of rows read from the store (a recorded cell's triage job).
         from_store: set[str] = set()
+        # Cells whose retry is queued or running: their last result, recorded if the
+        # run is stopped before the retry ends (with its earlier attempts).
+        pending: dict[str, CellResult] = {}
+        # A retry after running out of memory beside other processes starts once the
+        # cells that ran beside it then (these keys) have ended.
+        waits: dict[str, set[str]] = {}
         planned = 0
         past_deadline = False
         meter = usage.CpuMeter()
@@ -418,9 +425,13 @@ class Executor:
                                 worker.kill()
                                 slots[index] = worker = None
                             retried = retry(cell, result) if retry is not None else None
+                            pending.pop(cell.key, None)
                             if retried is not None:
                                 earlier.setdefault(cell.key, []).append(_attempt(cell, result))
+                                pending[cell.key] = result
                                 again.append(retried)
+                                if retried.crowded_retries > cell.crowded_retries:
+                                    waits[retried.key] = _running_keys(slots)
                             elif cell.extra.get(TRIAGE):
                                 original = held.pop(cell.key)
                                 merge_triage(original, result)
@@ -441,19 +452,22 @@ class Executor:
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
                         past_deadline = past_deadline or self._closed(deadline)
+                        ready = _ready(again, waits, slots)
                         if (
-                            again
-                            and again[0].extra.get(TRIAGE)
-                            and (past_deadline or self._closed(deadline, _triage_s(again[0], held)))
+                            ready is not None
+                            and ready.extra.get(TRIAGE)
+                            and (past_deadline or self._closed(deadline, _triage_s(ready, held)))
                         ):
                             # A triage job would end after the deadline: its cell is
                             # recorded without a verdict (the next --triage run gives one).
-                            original = held.pop(again.popleft().key)
+                            _take(again, ready)
+                            original = held.pop(ready.key)
                             original.triage_rung = TRIAGE_INTERRUPTED
                             on_result(original)
                             continue
-                        if again:
-                            cell = again.popleft()
+                        if ready is not None:
+                            cell = _take(again, ready)
+                            waits.pop(cell.key, None)
                         elif past_deadline or (cell := feed.take()) is None:
                             continue
                         else:
@@ -490,6 +504,11 @@ class Executor:
                 if key not in from_store:
                     result.triage_rung = TRIAGE_INTERRUPTED
                     on_result(result)
+            # Cells whose retry had not ended: their last attempt, as it ended.
+            for key, result in pending.items():
+                attempts = earlier.get(key, [])
+                _with_attempts(result, attempts[:-1])
+                on_result(result)
             raise interruption(stop) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
@@ -607,7 +626,31 @@ def _attempt(cell: Cell, result: CellResult) -> str:
     what = (
         f"{result.status} ({result.error_signature})" if result.error_signature else result.status
     )
-    return f"an attempt at batch {cell.run_batch_size} ended {what}"
+    crowded = next(
+        (note for note in (result.notes or "").split("; ") if note.startswith(CROWDED)), None
+    )
+    return f"an attempt at batch {cell.run_batch_size} ended {what}" + (
+        f", {crowded}" if crowded else ""
+    )
+
+
+def _running_keys(slots: list[Worker | None]) -> set[str]:
+    return {w.running.cell.key for w in slots if w is not None and w.running}
+
+
+def _ready(
+    again: deque[Cell], waits: dict[str, set[str]], slots: list[Worker | None]
+) -> Cell | None:
+    """The first queued cell that may start now: one that waits for no running cell."""
+    running = _running_keys(slots)
+    return next((cell for cell in again if not waits.get(cell.key, set()) & running), None)
+
+
+def _take(again: deque[Cell], cell: Cell) -> Cell:
+    """Remove ``cell`` (this very object) from ``again`` and return it."""
+    index = next(i for i, queued in enumerate(again) if queued is cell)
+    del again[index]
+    return cell
 
 
 def _with_attempts(result: CellResult, attempts: list[str]) -> None:
