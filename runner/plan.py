@@ -63,6 +63,8 @@ class Plan:
     cells: list[Cell]
     dropped: list[str] = field(default_factory=list)
     skipped: list[Cell] = field(default_factory=list)
+    # Keys of recorded failing cells planned only to be triaged (``skip_recorded``).
+    triage_only: set[str] = field(default_factory=set)
 
     def estimate_s(self) -> float:
         return sum(estimate_cell_s(cell) for cell in self.cells)
@@ -193,20 +195,23 @@ def skip_recorded(
     died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
     reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
     triage reruns (and so triages), those of the backends the ladder can triage.
-    ``disturbed``: keys of recorded cells whose timing was disturbed, rerun.
+    ``disturbed``: keys of recorded cells whose timing was disturbed, rerun. The plan's
+    ``triage_only`` names the untriaged cells rerun for no other reason.
     """
     if force:
         return plan
-    todo, skipped = [], list(plan.skipped)
+    todo, skipped, triage_only = [], list(plan.skipped), set()
     for cell in plan.cells:
         status = recorded.get(cell.key)
         triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
-        rerun = triage or cell.key in disturbed or (retry_failed and status in RETRY_STATUSES)
-        if status is None or rerun:
+        measure = cell.key in disturbed or (retry_failed and status in RETRY_STATUSES)
+        if status is None or triage or measure:
             todo.append(cell)
         else:
             skipped.append(cell)
-    return Plan(cells=todo, dropped=plan.dropped, skipped=skipped)
+        if status is not None and triage and not measure:
+            triage_only.add(cell.key)
+    return Plan(cells=todo, dropped=plan.dropped, skipped=skipped, triage_only=triage_only)
 
 
 def triage_first(

@@ -13,7 +13,7 @@ from pathlib import Path
 from runner.backends import registry as backends
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
 from runner.matrix.labels import DISTURBED_RATIO
-from runner.matrix.results import RETRY_STATUSES, TRIAGED_STATUSES
+from runner.matrix.results import TRIAGED_STATUSES
 from runner.plan import (
     Plan,
     PlanOptions,
@@ -510,11 +510,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             )
         if untriaged and not args.force:
             # Cells rerun for no other reason get their triage job alone, first.
-            only = {
-                key
-                for key in untriaged - disturbed
-                if not (args.retry_failed and recorded[key] in RETRY_STATUSES)
-            }
+            only = plan.triage_only
             plan = triage_first(plan, store.latest_results(sorted(only)), args.triage)
             if only:
                 console.print(

@@ -357,30 +357,23 @@ class Store:
     def latest_results(self, cell_keys: list[str]) -> dict[str, tuple[str, CellResult]]:
         """cell_key -> (run id, result) of the latest row of each of ``cell_keys`` that
         has one, its graph breaks included: a recorded cell as the runner made it."""
-        if not cell_keys:
+        names = ", ".join(f'"{name}"' for name in RESULT_TYPES)
+        rows = self._latest(cell_keys, f"result_id, run_id, {names}")
+        if not rows:
             return {}
-        names = ", ".join(f'r."{name}"' for name in RESULT_TYPES)
+        breaks: dict[str, list[GraphBreak]] = {}
+        columns = ", ".join(f'"{name}"' for name in BREAK_COLUMNS)
         with self.connection(read_only=True) as con:
-            rows = con.execute(
-                f"SELECT r.result_id, r.run_id, {names} FROM results r "
-                "WHERE r.cell_key IN (SELECT unnest(?::VARCHAR[])) "
-                f"QUALIFY {latest_row(alias='r')}",
-                [list(cell_keys)],
-            ).fetchall()
-            ids = [row[0] for row in rows]
-            breaks: dict[str, list[GraphBreak]] = {}
-            if ids:
-                columns = ", ".join(f'"{name}"' for name in BREAK_COLUMNS)
-                for result_id, *values in con.execute(
-                    f"SELECT result_id, {columns} FROM graph_breaks "
-                    "WHERE result_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY result_id, idx",
-                    [ids],
-                ).fetchall():
-                    breaks.setdefault(result_id, []).append(
-                        GraphBreak(**dict(zip(BREAK_COLUMNS, values, strict=True)))
-                    )
+            for result_id, *values in con.execute(
+                f"SELECT result_id, {columns} FROM graph_breaks "
+                "WHERE result_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY result_id, idx",
+                [[row[1] for row in rows]],
+            ).fetchall():
+                breaks.setdefault(result_id, []).append(
+                    GraphBreak(**dict(zip(BREAK_COLUMNS, values, strict=True)))
+                )
         found = {}
-        for result_id, run_id, *values in rows:
+        for _key, result_id, run_id, *values in rows:
             result = CellResult(**dict(zip(RESULT_TYPES, values, strict=True)))
             result.graph_breaks = breaks.get(result_id, [])
             found[result.cell_key] = (run_id, result)
