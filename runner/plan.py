@@ -245,7 +245,7 @@ def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     A cell that ran out beside other processes holding most of the device's memory
     (``runner.measure.failure.CROWDED``: a parallel sweep's neighbour, not the model)
     is retried at the same batch first, up to ``MAX_CROWDED_RETRIES`` times; the
-    executor starts such a retry once the cells that ran beside it have ended."""
+    executor runs such a retry, and any later one of the cell, alone on its GPU."""
     batch = cell.run_batch_size
     if result.status != OOM or batch is None:
         return None

@@ -706,11 +706,12 @@ def _oom_beside_a_slow_cell() -> tuple[Cell, Cell]:
     return slow, oom
 
 
-def test_a_crowded_retry_starts_once_the_cells_beside_it_ended(tmp_path):
-    """A cell out of memory beside other processes is retried at the same batch only
-    after the cells that ran beside it ended (the neighbour that held the memory is
-    one of them), while the other slot stays free for it."""
+def test_a_crowded_retry_runs_alone_on_its_gpu(tmp_path):
+    """A cell out of memory beside other processes is retried at the same batch once
+    the cells beside it have ended (the neighbour that held the memory is one of them),
+    and alone: the cell queued behind it starts neither while it waits nor beside it."""
     slow, oom = _oom_beside_a_slow_cell()
+    later = _eager_cpu_cell("toy_models.py:TinyMLP")
 
     def retry(cell: Cell, result) -> Cell | None:
         # On the CPU nothing is crowded: every first out-of-memory stands for one.
@@ -719,16 +720,34 @@ def test_a_crowded_retry_starts_once_the_cells_beside_it_ended(tmp_path):
         return None
 
     results: list = []
+    events: list[tuple[str, str]] = []
+
+    def recorded(result) -> None:
+        results.append(result)
+        events.append(("end", result.cell_key))
+
     Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks").run(
-        [slow, oom], results.append, retry=retry
+        [slow, oom, later],
+        recorded,
+        on_start=lambda cell: events.append(("start", cell.key)),
+        retry=retry,
     )
     by_key = {result.cell_key: result for result in results}
-    assert by_key[slow.key].status == "pass"
+    assert by_key[slow.key].status == by_key[later.key].status == "pass"
     retried = by_key[oom.key]
     assert (retried.status, retried.batch_size_run) == ("oom", 8)
     assert retried.notes.startswith("an attempt at batch 8 ended oom")
-    # Started after the slow cell ended, not beside it (ISO times in UTC).
-    assert retried.started_at >= by_key[slow.key].finished_at
+    # The retry starts once the slow cell has ended; the cell queued behind it, once
+    # the retry has ended.
+    assert events == [
+        ("start", slow.key),
+        ("start", oom.key),
+        ("end", slow.key),
+        ("start", oom.key),
+        ("end", oom.key),
+        ("start", later.key),
+        ("end", later.key),
+    ]
 
 
 def test_a_cell_waiting_for_its_retry_is_recorded_when_the_run_stops(tmp_path):

@@ -311,6 +311,10 @@ class Executor:
         cores = self._compile_cpus or os.sched_getaffinity(0)
         return max(1, len(cores) // self.workers)
 
+    def _gpu_of(self, slot: int) -> int:
+        """The GPU a slot's workers run on (``_spawn``), by index; 0 without GPUs."""
+        return slot % len(self.gpus) if self.gpus else 0
+
     def _worker_kind(self, backend: str) -> WorkerKind:
         if backend not in self._kinds:
             self._kinds[backend] = worker_kind(backend, self.env)
@@ -322,7 +326,7 @@ class Executor:
         env.update(kind[1])
         cpu_args: list[str] = []
         if self.gpus:
-            index = slot % len(self.gpus)
+            index = self._gpu_of(slot)
             gpu = self.gpus[index]
             env["CUDA_VISIBLE_DEVICES"] = gpu
             lock_key = gpu
@@ -390,9 +394,6 @@ class Executor:
         # Cells whose retry is queued or running: their last result, recorded if the
         # run is stopped before the retry ends (with its earlier attempts).
         pending: dict[str, CellResult] = {}
-        # A retry after running out of memory beside other processes starts once the
-        # cells that ran beside it then (these keys) have ended.
-        waits: dict[str, set[str]] = {}
         planned = 0
         past_deadline = False
         meter = usage.CpuMeter()
@@ -430,8 +431,6 @@ class Executor:
                                 earlier.setdefault(cell.key, []).append(_attempt(cell, result))
                                 pending[cell.key] = result
                                 again.append(retried)
-                                if retried.crowded_retries > cell.crowded_retries:
-                                    waits[retried.key] = _running_keys(slots)
                             elif cell.extra.get(TRIAGE):
                                 original = held.pop(cell.key)
                                 merge_triage(original, result)
@@ -452,7 +451,15 @@ class Executor:
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
                         past_deadline = past_deadline or self._closed(deadline)
-                        ready = _ready(again, waits, slots)
+                        gpu = self._gpu_of(index)
+                        if _alone_on(gpu, slots, self._gpu_of):
+                            # A crowded retry has this GPU to itself.
+                            continue
+                        ready = _ready(again, gpu, slots, self._gpu_of)
+                        if ready is None and again:
+                            # A crowded retry waits for a GPU to empty: nothing new
+                            # starts meanwhile.
+                            continue
                         if (
                             ready is not None
                             and ready.extra.get(TRIAGE)
@@ -467,7 +474,6 @@ class Executor:
                             continue
                         if ready is not None:
                             cell = _take(again, ready)
-                            waits.pop(cell.key, None)
                         elif past_deadline or (cell := feed.take()) is None:
                             continue
                         else:
@@ -634,16 +640,32 @@ def _attempt(cell: Cell, result: CellResult) -> str:
     )
 
 
-def _running_keys(slots: list[Worker | None]) -> set[str]:
-    return {w.running.cell.key for w in slots if w is not None and w.running}
+def _running_on(gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]) -> list[Cell]:
+    return [
+        w.running.cell
+        for index, w in enumerate(slots)
+        if w is not None and w.running and gpu_of(index) == gpu
+    ]
+
+
+def _alone_on(gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]) -> bool:
+    """Whether a crowded retry runs on ``gpu``: it has the GPU's memory to itself."""
+    return any(cell.crowded_retries for cell in _running_on(gpu, slots, gpu_of))
 
 
 def _ready(
-    again: deque[Cell], waits: dict[str, set[str]], slots: list[Worker | None]
+    again: deque[Cell], gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]
 ) -> Cell | None:
-    """The first queued cell that may start now: one that waits for no running cell."""
-    running = _running_keys(slots)
-    return next((cell for cell in again if not waits.get(cell.key, set()) & running), None)
+    """The first queued cell that may start now on ``gpu``. A cell that ran out of
+    memory beside other processes (``Cell.crowded_retries``) is retried alone: it
+    starts once nothing else runs on the GPU, and nothing starts beside it (the cells
+    that ran beside it were not the only ones that could crowd it again: in chunk
+    74d18d18 InklingModel's retries met LongcatFlashModel, started meanwhile, at 106
+    of the 139.8 GiB)."""
+    crowded = next((cell for cell in again if cell.crowded_retries), None)
+    if crowded is not None:
+        return None if _running_on(gpu, slots, gpu_of) else crowded
+    return again[0] if again else None
 
 
 def _take(again: deque[Cell], cell: Cell) -> Cell:
