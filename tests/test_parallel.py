@@ -20,6 +20,7 @@ import pytest
 
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import TIMING, TUNING, UNTIMED
+from runner.measure.host import SCRATCH_DIR_ENV
 from runner.plan import PlanOptions, plan_cells
 from runner.schedule.cpus import split_cpus
 from runner.schedule.executor import STOPPED, WAITING_FOR_GPU, Executor, _Running
@@ -37,6 +38,7 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         import json, sys, time
         from pathlib import Path
         from runner.matrix.holds import TIMING, TUNING, UNTIMED
+from runner.measure.host import SCRATCH_DIR_ENV
         from runner.schedule.cpus import split_cpus
         from runner.schedule.gpu_lock import GpuLock
         lock = GpuLock("GPU-test", Path({str(tmp_path)!r}))
@@ -470,6 +472,19 @@ def test_processes_waiting_to_time_or_to_do_untimed_work_go_before_those_waiting
     assert times[0] < min(times[1:]), times
 
 
+def _environ_after_exec(pid: int, workdir: Path) -> list[bytes]:
+    """A worker's environment as exec gave it. Read too early, /proc shows the forked
+    parent's or (a vfork child's) nothing; the worker's scratch folder, set by the
+    executor alone, says exec has happened."""
+    deadline = time.monotonic() + 30
+    while True:
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if f"{SCRATCH_DIR_ENV}={workdir}".encode() in environ:
+            return environ
+        assert time.monotonic() < deadline, environ
+        time.sleep(0.01)
+
+
 def test_workers_on_a_gpu_share_the_cores_out_for_torch_threads(tmp_path):
     """Several workers on GPUs each get OMP_NUM_THREADS = cores // workers (their CPU
     work is building models, not measured); CPU cells, one worker and a value the user
@@ -480,7 +495,7 @@ def test_workers_on_a_gpu_share_the_cores_out_for_torch_threads(tmp_path):
     assert executor.cpu_threads_per_worker() == expected
     worker = executor._spawn(executor._worker_kind("inductor"), 0)
     try:
-        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
+        environ = _environ_after_exec(worker.proc.pid, tmp_path)
     finally:
         worker.kill()
     assert f"OMP_NUM_THREADS={expected}".encode() in environ
@@ -492,7 +507,7 @@ def test_workers_on_a_gpu_share_the_cores_out_for_torch_threads(tmp_path):
     assert xla != executor._worker_kind("inductor")
     worker = executor._spawn(xla, 1)
     try:
-        environ = Path(f"/proc/{worker.proc.pid}/environ").read_bytes().split(b"\0")
+        environ = _environ_after_exec(worker.proc.pid, tmp_path)
     finally:
         worker.kill()
     assert b"XLA_PYTHON_CLIENT_PREALLOCATE=false" in environ
