@@ -38,7 +38,6 @@ def test_the_lock_is_exclusive_across_processes_and_reentrant_within_one(tmp_pat
         import json, sys, time
         from pathlib import Path
         from runner.matrix.holds import TIMING, TUNING, UNTIMED
-from runner.measure.host import SCRATCH_DIR_ENV
         from runner.schedule.cpus import split_cpus
         from runner.schedule.gpu_lock import GpuLock
         lock = GpuLock("GPU-test", Path({str(tmp_path)!r}))
