@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import statistics
 import sys
 import threading
 from pathlib import Path
@@ -136,7 +135,6 @@ def main() -> None:
         f"cell notes: {result.notes}",
     ]
     print("\n".join(lines))
-    print(f"(medians {statistics.median(result.eager_samples_ms or [0.0]):.2f} eager in the cell)")
 
 
 if __name__ == "__main__":

@@ -315,6 +315,14 @@ class Executor:
         """The GPU a slot's workers run on (``_spawn``), by index; 0 without GPUs."""
         return slot % len(self.gpus) if self.gpus else 0
 
+    def _running_on(self, gpu: int, slots: list[Worker | None]) -> list[Cell]:
+        """The cells under way on GPU ``gpu`` (by index)."""
+        return [
+            w.running.cell
+            for slot, w in enumerate(slots)
+            if w is not None and w.running and self._gpu_of(slot) == gpu
+        ]
+
     def _worker_kind(self, backend: str) -> WorkerKind:
         if backend not in self._kinds:
             self._kinds[backend] = worker_kind(backend, self.env)
@@ -451,11 +459,11 @@ class Executor:
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
                         past_deadline = past_deadline or self._closed(deadline)
-                        gpu = self._gpu_of(index)
-                        if _alone_on(gpu, slots, self._gpu_of):
+                        beside = self._running_on(self._gpu_of(index), slots)
+                        if any(cell.crowded_retries for cell in beside):
                             # A crowded retry has this GPU to itself.
                             continue
-                        ready = _ready(again, gpu, slots, self._gpu_of)
+                        ready = _ready(again, gpu_busy=bool(beside))
                         if ready is None and again:
                             # A crowded retry waits for a GPU to empty: nothing new
                             # starts meanwhile.
@@ -640,31 +648,16 @@ def _attempt(cell: Cell, result: CellResult) -> str:
     )
 
 
-def _running_on(gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]) -> list[Cell]:
-    return [
-        w.running.cell
-        for index, w in enumerate(slots)
-        if w is not None and w.running and gpu_of(index) == gpu
-    ]
-
-
-def _alone_on(gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]) -> bool:
-    """Whether a crowded retry runs on ``gpu``: it has the GPU's memory to itself."""
-    return any(cell.crowded_retries for cell in _running_on(gpu, slots, gpu_of))
-
-
-def _ready(
-    again: deque[Cell], gpu: int, slots: list[Worker | None], gpu_of: Callable[[int], int]
-) -> Cell | None:
-    """The first queued cell that may start now on ``gpu``. A cell that ran out of
-    memory beside other processes (``Cell.crowded_retries``) is retried alone: it
-    starts once nothing else runs on the GPU, and nothing starts beside it (the cells
-    that ran beside it were not the only ones that could crowd it again: in chunk
-    74d18d18 InklingModel's retries met LongcatFlashModel, started meanwhile, at 106
-    of the 139.8 GiB)."""
+def _ready(again: deque[Cell], gpu_busy: bool) -> Cell | None:
+    """The first queued cell that may start now on a GPU (``gpu_busy``: cells run
+    there). A cell that ran out of memory beside other processes
+    (``Cell.crowded_retries``) is retried alone: it starts once nothing else runs on the
+    GPU, and nothing starts beside it (the cells that ran beside it were not the only
+    ones that could crowd it again: in chunk 74d18d18 InklingModel's retries met
+    LongcatFlashModel, started meanwhile, at 106 of the 139.8 GiB)."""
     crowded = next((cell for cell in again if cell.crowded_retries), None)
     if crowded is not None:
-        return None if _running_on(gpu, slots, gpu_of) else crowded
+        return None if gpu_busy else crowded
     return again[0] if again else None
 
 
