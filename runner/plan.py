@@ -56,6 +56,9 @@ class PlanOptions:
     timeout_s: float | None = None
     size: str = "full"
     max_params: int | None = None
+    # A named set of columns (``runner.matrix.columns``): these configs instead of the
+    # cross product of the axes above.
+    columns: tuple[CellConfig, ...] | None = None
 
 
 @dataclass
@@ -73,18 +76,10 @@ class Plan:
 def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
     """The columns asked for, and one line per combination dropped for the device (the
     reasons are the registries', ``runner.backends.registry.cannot_run``)."""
-    wanted: list[CellConfig] = []
-    missing: list[str] = []
-    for backend in options.backends:
-        modes = backends.get(backend).modes_for(options.modes)
-        if not modes:
-            missing.append(backends.get(backend).describe_modes())
-        for mode, dynamic, precision, step in itertools.product(
-            modes, options.dynamic, options.precisions, options.steps
-        ):
-            config = CellConfig(backend, mode, dynamic, precision, step)
-            if config not in wanted:
-                wanted.append(config)
+    if options.columns is not None:
+        wanted, missing = list(dict.fromkeys(options.columns)), []
+    else:
+        wanted, missing = _cross_product(options)
     kept, dropped = [], []
     reasons: dict[str, int] = {}
     for config in wanted:
@@ -98,6 +93,24 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
         dropped.append(f"dropped {count} config{plural}: {reason}")
     dropped += [f"no mode asked for fits: {what}" for what in missing]
     return kept, dropped
+
+
+def _cross_product(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
+    """Every backend x mode x dynamic x precision x step asked for, and the backends none
+    of whose modes was asked for, in words."""
+    wanted: list[CellConfig] = []
+    missing: list[str] = []
+    for backend in options.backends:
+        modes = backends.get(backend).modes_for(options.modes)
+        if not modes:
+            missing.append(backends.get(backend).describe_modes())
+        for mode, dynamic, precision, step in itertools.product(
+            modes, options.dynamic, options.precisions, options.steps
+        ):
+            config = CellConfig(backend, mode, dynamic, precision, step)
+            if config not in wanted:
+                wanted.append(config)
+    return wanted, missing
 
 
 def default_batch_size(spec: ModelSpec, device: str) -> int | None:
