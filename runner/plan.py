@@ -169,6 +169,12 @@ def plan_cells(
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
+    if options.columns is not None:
+        # A named set runs column by column: side by side run different models (one
+        # model's columns together would hold as many copies of it on the device), and
+        # a column's cells, alike in cost, are what the next one's time is judged by.
+        order = {config: index for index, config in enumerate(kept)}
+        cells.sort(key=lambda cell: order[cell.config])
     # Cells of one worker kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
     cells.sort(key=lambda cell: backends.worker_group(cell.config.backend))

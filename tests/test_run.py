@@ -132,7 +132,16 @@ def test_a_named_config_set_plans_its_columns_per_model(tmp_path, capsys):
     assert "backend cudagraphs needs CUDA" in captured.err
     assert "mode reduce-overhead uses CUDA graphs" in captured.err
     assert "28 cells to run on cpu" in captured.out
-    planned = [line for line in captured.out.splitlines() if line.startswith("timm/test_vit")]
+    lines = [line for line in captured.out.splitlines() if line.startswith("timm/")]
+    # Column by column: the two models of a column side by side.
+    assert [line.split(" · ")[0] for line in lines[:4]] == [
+        "timm/test_resnet",
+        "timm/test_vit",
+        "timm/test_resnet",
+        "timm/test_vit",
+    ]
+    assert lines[0].split(" · ")[1] == "inductor/default dyn=false bf16 infer"
+    planned = [line for line in lines if line.startswith("timm/test_vit")]
     assert len(planned) == 14
     for column in (
         "inductor/max-autotune-no-cudagraphs dyn=false bf16 infer",

@@ -17,28 +17,30 @@ PREFIX = "@"
 
 HEADLINE = CellConfig("inductor", "default", "false", "bf16", "infer")
 
-# The headline column, then one change each: the Inductor modes, the dynamic-shape
-# flags, the other torch.compile backends, fp32, the XLA routes through JAX,
-# torch.export and AOTInductor, and a training step. torch_xla is left out: no build of
-# it exists for the pinned torch with CUDA, so every cell of it reads `unsupported`
-# (a user who has it asks for it with --backends torch_xla).
+# The headline column, then one change each: the other torch.compile backends, fp32, the
+# dynamic-shape flags, the other Inductor modes, torch.export and AOTInductor, a training
+# step, the XLA routes through JAX. In that order a sweep runs them (the XLA routes last
+# in any case: their worker kind runs after torch's), cheap columns first and
+# max-autotune's, whose compiles take minutes, last of torch's. torch_xla is left out:
+# no build of it exists for the pinned torch with CUDA, so every cell of it reads
+# `unsupported` (a user who has it asks for it with --backends torch_xla).
 CORE = (
     HEADLINE,
-    CellConfig("inductor", "reduce-overhead", "false", "bf16", "infer"),
-    CellConfig("inductor", "max-autotune", "false", "bf16", "infer"),
-    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
-    CellConfig("inductor", "default", "true", "bf16", "infer"),
-    CellConfig("inductor", "default", "auto", "bf16", "infer"),
     CellConfig("eager", NO_MODE, "false", "bf16", "infer"),
     CellConfig("aot_eager", NO_MODE, "false", "bf16", "infer"),
     CellConfig("cudagraphs", NO_MODE, "false", "bf16", "infer"),
     CellConfig("inductor", "default", "false", "fp32", "infer"),
-    CellConfig("xla", NO_MODE, "false", "bf16", "infer"),
-    CellConfig("xla_export", NO_MODE, "false", "bf16", "infer"),
+    CellConfig("inductor", "default", "true", "bf16", "infer"),
+    CellConfig("inductor", "default", "auto", "bf16", "infer"),
+    CellConfig("inductor", "reduce-overhead", "false", "bf16", "infer"),
     CellConfig("export", "non-strict", "false", "bf16", "infer"),
     CellConfig("export", "strict", "false", "bf16", "infer"),
     CellConfig("aot_inductor", "default", "false", "bf16", "infer"),
     CellConfig("inductor", "default", "false", "bf16", "train"),
+    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
+    CellConfig("inductor", "max-autotune", "false", "bf16", "infer"),
+    CellConfig("xla", NO_MODE, "false", "bf16", "infer"),
+    CellConfig("xla_export", NO_MODE, "false", "bf16", "infer"),
 )
 
 _SETS: dict[str, tuple[CellConfig, ...]] = {"headline": (HEADLINE,), "core": CORE}
