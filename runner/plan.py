@@ -207,12 +207,15 @@ def skip_recorded(
     retry_failed: bool,
     untriaged: Collection[str] = (),
     disturbed: Collection[str] = (),
+    timed_out: Mapping[str, float | None] | None = None,
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
     ``recorded`` maps cell key to the status of its latest row. Cells whose process
-    died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
-    reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
+    died, hung or ran out of memory are rerun only with ``retry_failed``, and one that
+    hung only when it now has more time than it ran (``timed_out``: key -> the wall
+    seconds of its recorded timeout; at the same limit it would most likely use it all
+    again); ``force`` reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
     triage reruns (and so triages), those of the backends the ladder can triage.
     ``disturbed``: keys of recorded cells whose timing was disturbed, rerun. The plan's
     ``triage_only`` names the untriaged cells rerun for no other reason.
@@ -223,7 +226,8 @@ def skip_recorded(
     for cell in plan.cells:
         status = recorded.get(cell.key)
         triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
-        measure = cell.key in disturbed or (retry_failed and status in RETRY_STATUSES)
+        retry = retry_failed and status in RETRY_STATUSES and _more_time(cell, timed_out or {})
+        measure = cell.key in disturbed or retry
         if status is None or triage or measure:
             todo.append(cell)
         else:
@@ -231,6 +235,13 @@ def skip_recorded(
         if status is not None and triage and not measure:
             triage_only.add(cell.key)
     return Plan(cells=todo, dropped=plan.dropped, skipped=skipped, triage_only=triage_only)
+
+
+def _more_time(cell: Cell, timed_out: Mapping[str, float | None]) -> bool:
+    """Whether ``cell`` has more time now than its recorded timeout ran (True for a cell
+    that did not time out, or whose row does not say how long it ran)."""
+    spent = timed_out.get(cell.key)
+    return spent is None or cell.timeout_s > spent
 
 
 def triage_first(

@@ -296,3 +296,31 @@ def test_every_core_column_runs_on_cuda_and_changes_one_thing_from_the_headline(
             "step": column.step != headline.step,
         }
         assert sum(changed.values()) == 1, column
+
+
+def test_retry_failed_reruns_a_timeout_only_when_given_more_time(tmp_path, capsys):
+    """A cell that used all its time would most likely use it all again at the same
+    limit: --retry-failed keeps its row then, and reruns it under a longer --timeout."""
+    db = tmp_path / "zoo.duckdb"
+    args = [
+        "--module",
+        f"{MISBEHAVING}:SlowToBuild",
+        "--backends",
+        "eager",
+        "--device",
+        "cpu",
+        "--db",
+        str(db),
+    ]
+    assert main([*args, "--timeout", "2"]) == 0
+    assert [r["status"] for r in rows(db)] == ["timeout"]
+    capsys.readouterr()
+
+    assert main([*args, "--timeout", "2", "--retry-failed"]) == 0
+    captured = capsys.readouterr()
+    assert "not rerunning 1 recorded timeout(s) (--retry-failed)" in captured.err
+    assert "nothing to run" in captured.out
+    assert len(rows(db)) == 1
+
+    assert main([*args, "--timeout", "120", "--retry-failed"]) == 0
+    assert [r["status"] for r in rows(db)] == ["timeout", "pass"]

@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--retry-failed",
         action="store_true",
-        help="rerun recorded cells whose status is crash, timeout or oom",
+        help="rerun recorded cells whose status is crash or oom, and timeout where this "
+        "run gives the cell more time than it ran (--timeout)",
     )
     run.add_argument(
         "--retry-disturbed",
@@ -551,6 +552,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         # Asking for triage triages the recorded failures that have none yet.
         untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
+        timed_out = store.timed_out(keys) if args.retry_failed else {}
         plan = skip_recorded(
             plan,
             recorded,
@@ -558,7 +560,16 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             retry_failed=args.retry_failed,
             untriaged=untriaged,
             disturbed=disturbed,
+            timed_out=timed_out,
         )
+        kept = [cell for cell in plan.skipped if cell.key in timed_out]
+        if kept and not args.force:
+            ran = max(timed_out[cell.key] or 0.0 for cell in kept)
+            console.print(
+                f"not rerunning {len(kept)} recorded timeout(s) (--retry-failed): each had "
+                f"no more time than this run gives it (they ran up to {ran:.0f} s); a "
+                "--timeout above that reruns them"
+            )
         if disturbed and not args.force:
             console.print(
                 f"rerunning {len(disturbed)} recorded cell(s) whose timing was disturbed "
@@ -582,7 +593,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
-            "(--force reruns them; --retry-failed reruns crash, timeout and oom)"
+            "(--force reruns them; --retry-failed reruns crash and oom, and timeouts given "
+            "more --timeout)"
         )
     if args.dry_run:
         if cluster is not None:
