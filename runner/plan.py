@@ -56,6 +56,9 @@ class PlanOptions:
     timeout_s: float | None = None
     size: str = "full"
     max_params: int | None = None
+    # A named set of columns (``runner.matrix.columns``): these configs instead of the
+    # cross product of the axes above.
+    columns: tuple[CellConfig, ...] | None = None
 
 
 @dataclass
@@ -73,18 +76,10 @@ class Plan:
 def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
     """The columns asked for, and one line per combination dropped for the device (the
     reasons are the registries', ``runner.backends.registry.cannot_run``)."""
-    wanted: list[CellConfig] = []
-    missing: list[str] = []
-    for backend in options.backends:
-        modes = backends.get(backend).modes_for(options.modes)
-        if not modes:
-            missing.append(backends.get(backend).describe_modes())
-        for mode, dynamic, precision, step in itertools.product(
-            modes, options.dynamic, options.precisions, options.steps
-        ):
-            config = CellConfig(backend, mode, dynamic, precision, step)
-            if config not in wanted:
-                wanted.append(config)
+    if options.columns is not None:
+        wanted, missing = list(dict.fromkeys(options.columns)), []
+    else:
+        wanted, missing = _cross_product(options)
     kept, dropped = [], []
     reasons: dict[str, int] = {}
     for config in wanted:
@@ -98,6 +93,24 @@ def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
         dropped.append(f"dropped {count} config{plural}: {reason}")
     dropped += [f"no mode asked for fits: {what}" for what in missing]
     return kept, dropped
+
+
+def _cross_product(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:
+    """Every backend x mode x dynamic x precision x step asked for, and the backends none
+    of whose modes was asked for, in words."""
+    wanted: list[CellConfig] = []
+    missing: list[str] = []
+    for backend in options.backends:
+        modes = backends.get(backend).modes_for(options.modes)
+        if not modes:
+            missing.append(backends.get(backend).describe_modes())
+        for mode, dynamic, precision, step in itertools.product(
+            modes, options.dynamic, options.precisions, options.steps
+        ):
+            config = CellConfig(backend, mode, dynamic, precision, step)
+            if config not in wanted:
+                wanted.append(config)
+    return wanted, missing
 
 
 def default_batch_size(spec: ModelSpec, device: str) -> int | None:
@@ -156,6 +169,12 @@ def plan_cells(
                     timeout_s=options.timeout_s or default_timeout_s(config),
                 )
             )
+    if options.columns is not None:
+        # A named set runs column by column: side by side run different models (one
+        # model's columns together would hold as many copies of it on the device), and
+        # a column's cells, alike in cost, are what the next one's time is judged by.
+        order = {config: index for index, config in enumerate(kept)}
+        cells.sort(key=lambda cell: order[cell.config])
     # Cells of one worker kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
     cells.sort(key=lambda cell: backends.worker_group(cell.config.backend))
@@ -188,12 +207,15 @@ def skip_recorded(
     retry_failed: bool,
     untriaged: Collection[str] = (),
     disturbed: Collection[str] = (),
+    timed_out: Mapping[str, float | None] | None = None,
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
     ``recorded`` maps cell key to the status of its latest row. Cells whose process
-    died, hung or ran out of memory are rerun only with ``retry_failed``; ``force``
-    reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
+    died, hung or ran out of memory are rerun only with ``retry_failed``, and one that
+    hung only when it now has more time than it ran (``timed_out``: key -> the wall
+    seconds of its recorded timeout; at the same limit it would most likely use it all
+    again); ``force`` reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
     triage reruns (and so triages), those of the backends the ladder can triage.
     ``disturbed``: keys of recorded cells whose timing was disturbed, rerun. The plan's
     ``triage_only`` names the untriaged cells rerun for no other reason.
@@ -204,7 +226,8 @@ def skip_recorded(
     for cell in plan.cells:
         status = recorded.get(cell.key)
         triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
-        measure = cell.key in disturbed or (retry_failed and status in RETRY_STATUSES)
+        retry = retry_failed and status in RETRY_STATUSES and _more_time(cell, timed_out or {})
+        measure = cell.key in disturbed or retry
         if status is None or triage or measure:
             todo.append(cell)
         else:
@@ -212,6 +235,13 @@ def skip_recorded(
         if status is not None and triage and not measure:
             triage_only.add(cell.key)
     return Plan(cells=todo, dropped=plan.dropped, skipped=skipped, triage_only=triage_only)
+
+
+def _more_time(cell: Cell, timed_out: Mapping[str, float | None]) -> bool:
+    """Whether ``cell`` has more time now than its recorded timeout ran (True for a cell
+    that did not time out, or whose row does not say how long it ran)."""
+    spent = timed_out.get(cell.key)
+    return spent is None or cell.timeout_s > spent
 
 
 def triage_first(

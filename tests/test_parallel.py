@@ -668,6 +668,30 @@ def test_no_cell_starts_that_would_end_after_the_deadline(tmp_path):
     assert [result.status for result in results] == ["pass"], one_cell_s
 
 
+def test_a_column_next_cell_is_judged_by_its_own_column(tmp_path):
+    """A run of several columns (``--configs @core``): the next cell is judged against the
+    deadline by the cells of its column finished so far, not by the whole run's median,
+    which a column of max-autotune's minutes-long compiles would swamp either way."""
+    from runner.schedule.executor import _ListFeed
+
+    fast = _eager_cpu_cell("toy_models.py:TinyMLP")
+    slow = dataclasses.replace(fast, config=CellConfig("inductor", "max-autotune", "false", "fp32"))
+    executor = Executor(tmp_path, workers=1, lock_dir=tmp_path / "locks")
+    # Finished so far: two eager cells of 2 s, three max-autotune cells of 300 s.
+    executor._walls = [2.0, 2.0, 300.0, 300.0, 300.0]
+    executor._column_walls[fast.config] += [2.0, 2.0]
+    executor._column_walls[slow.config] += [300.0, 300.0, 300.0]
+    in_a_minute = time.monotonic() + 60.0
+    # An eager cell fits a minute (the run's median, 300 s, would say no) ...
+    assert not executor._feed_closed(_ListFeed([fast, slow]), in_a_minute)
+    # ... a max-autotune cell does not (its column's median, 300 s).
+    assert executor._feed_closed(_ListFeed([slow, fast]), in_a_minute)
+    # A column none of whose cells has finished: the run's median judges it.
+    fresh = dataclasses.replace(fast, config=CellConfig("aot_eager", "none", "false", "fp32"))
+    assert executor._feed_closed(_ListFeed([fresh]), in_a_minute)
+    assert not executor._feed_closed(_ListFeed([fresh]), time.monotonic() + 400.0)
+
+
 @pytest.mark.slow
 def test_a_triage_job_is_judged_by_its_own_cells_time(tmp_path):
     """Five fast cells, then a slow one that fails under inductor: its triage job

@@ -122,6 +122,41 @@ def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys)
     assert not db.exists()
 
 
+def test_a_named_config_set_plans_its_columns_per_model(tmp_path, capsys):
+    db = tmp_path / "zoo.duckdb"
+    args = ["--models", "test_resnet,test_vit", "--configs", "@core", "--device", "cpu"]
+    assert main([*args, "--dry-run", "--db", str(db)]) == 0
+    captured = capsys.readouterr()
+    # 16 columns, two of them CUDA graphs (reduce-overhead, the cudagraphs backend):
+    # dropped on the CPU with the registry's reasons.
+    assert "backend cudagraphs needs CUDA" in captured.err
+    assert "mode reduce-overhead uses CUDA graphs" in captured.err
+    assert "28 cells to run on cpu" in captured.out
+    lines = [line for line in captured.out.splitlines() if line.startswith("timm/")]
+    # Column by column: the two models of a column side by side.
+    assert [line.split(" · ")[0] for line in lines[:4]] == [
+        "timm/test_resnet",
+        "timm/test_vit",
+        "timm/test_resnet",
+        "timm/test_vit",
+    ]
+    assert lines[0].split(" · ")[1] == "inductor/default dyn=false bf16 infer"
+    planned = [line for line in lines if line.startswith("timm/test_vit")]
+    assert len(planned) == 14
+    for column in (
+        "inductor/max-autotune-no-cudagraphs dyn=false bf16 infer",
+        "inductor/default dyn=auto bf16 infer",
+        "inductor/default dyn=false fp32 infer",
+        "aot_eager dyn=false bf16 infer",
+        "xla_export dyn=false bf16 infer",
+        "export/strict dyn=false bf16 infer",
+        "aot_inductor/default dyn=false bf16 infer",
+        "inductor/default dyn=false bf16 train",
+    ):
+        assert f"timm/test_vit · {column} · batch 2" in planned
+    assert not db.exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
@@ -147,6 +182,21 @@ def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys)
         (["--models", "test_resnet", "--timeout", "inf"], "must be a finite number, positive"),
         (["--models", "test_resnet", "--timeout", "soon"], "is not a number"),
         (["--module", "nowhere.py:Model"], "nowhere.py"),
+        (["--models", "test_resnet", "--configs", "@all"], "known config sets: @headline, @core"),
+        (["--models", "test_resnet", "--configs", "@core", "--dynamic", "true"], "drop --dynamic"),
+        (
+            [
+                "--models",
+                "test_resnet",
+                "--configs",
+                "core",
+                "--backends",
+                "eager",
+                "--step",
+                "train",
+            ],
+            "drop --backends, --step",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_clear_message(args, message, tmp_path, capsys):
@@ -225,3 +275,52 @@ def test_worker_leaves_no_process_behind_after_a_timeout(tmp_path):
     worker.kill()
     with pytest.raises(ProcessLookupError):
         os.killpg(pid, 0)
+
+
+def test_every_core_column_runs_on_cuda_and_changes_one_thing_from_the_headline():
+    from runner.backends import registry as backends
+    from runner.matrix import columns
+    from runner.matrix.axes import NO_MODE
+
+    core = columns.columns("@CORE")
+    assert core[0] == columns.HEADLINE and len(set(core)) == len(core) == 16
+    headline = columns.HEADLINE
+    for column in core[1:]:
+        entry = backends.get(column.backend)
+        assert entry.accepts(column.mode) if entry.modes else column.mode == NO_MODE
+        assert backends.cannot_run(column, "cuda") is None
+        changed = {
+            "compiler": (column.backend, column.mode) != (headline.backend, headline.mode),
+            "dynamic": column.dynamic != headline.dynamic,
+            "precision": column.precision != headline.precision,
+            "step": column.step != headline.step,
+        }
+        assert sum(changed.values()) == 1, column
+
+
+def test_retry_failed_reruns_a_timeout_only_when_given_more_time(tmp_path, capsys):
+    """A cell that used all its time would most likely use it all again at the same
+    limit: --retry-failed keeps its row then, and reruns it under a longer --timeout."""
+    db = tmp_path / "zoo.duckdb"
+    args = [
+        "--module",
+        f"{MISBEHAVING}:SlowToBuild",
+        "--backends",
+        "eager",
+        "--device",
+        "cpu",
+        "--db",
+        str(db),
+    ]
+    assert main([*args, "--timeout", "2"]) == 0
+    assert [r["status"] for r in rows(db)] == ["timeout"]
+    capsys.readouterr()
+
+    assert main([*args, "--timeout", "2", "--retry-failed"]) == 0
+    captured = capsys.readouterr()
+    assert "not rerunning 1 recorded timeout(s) (--retry-failed)" in captured.err
+    assert "nothing to run" in captured.out
+    assert len(rows(db)) == 1
+
+    assert main([*args, "--timeout", "120", "--retry-failed"]) == 0
+    assert [r["status"] for r in rows(db)] == ["timeout", "pass"]

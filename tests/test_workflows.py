@@ -1,6 +1,6 @@
 """The scheduled sweep workflow's zoo-* steps, run as written (bash, the workflow's
-environment), on CPU with a tiny model and the eager backend in place of the catalogue
-and the GPU backends: two sweeps, each shard exported, shipped into data/runs, then the
+environment), on CPU with a tiny model and the headline column alone in place of the catalogue and
+the core set's columns: two sweeps, each shard exported, shipped into data/runs, then the
 publish job's comparison of the newer sweep with the older one. GitHub itself is not
 reachable from here; this keeps the commands true to the CLI."""
 
@@ -51,19 +51,22 @@ def test_every_shard_of_the_matrix_is_one_of_shards(workflow):
     assert workflow["jobs"]["sweep"]["env"]["SHARD"] == "${{ matrix.shard }}"
 
 
+@pytest.mark.inductor
 def test_two_sweeps_export_ship_and_compare_as_the_workflow_says(workflow, tmp_path):
     env = {
         **os.environ,
-        # The workflow's axes, models and backends narrowed to what a CPU runs quickly.
+        # The workflow's models and columns narrowed to what a CPU runs quickly: one
+        # model, the headline column (one Inductor compile) in both steps.
         **{k: v for k, v in workflow["env"].items() if "${{" not in v},
         "MODELS": "test_resnet",
-        "BACKENDS": "eager",
+        "CORE_MODELS": "test_resnet",
+        "CONFIGS": "@headline",
         # The first of two shards: half the cells, as one of the workflow's runners.
         "SHARDS": "2",
         "SHARD": "1",
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    assert {"MODES", "DYNAMIC", "PRECISION"} <= env.keys()
+    assert workflow["env"]["CONFIGS"].endswith("'@core' }}")
     runs = tmp_path / "data" / "runs"
     for label in ("sweep-1", "sweep-2"):
         for script in _scripts(workflow, "sweep"):
@@ -80,6 +83,5 @@ def test_two_sweeps_export_ship_and_compare_as_the_workflow_says(workflow, tmp_p
     report = (tmp_path / "sweep-report.md").read_text()
     assert out == report
     assert "Against sweep-1" in report
-    # Shard 1/2 of two dynamic settings x two precisions of one model and backend: the
-    # same two cells in both sweeps.
-    assert "2 cell(s) compared (only in A: 0, only in B: 0)" in report
+    # Shard 1/2 of one cell: the cell, in both sweeps (the core step found it recorded).
+    assert "1 cell(s) compared (only in A: 0, only in B: 0)" in report

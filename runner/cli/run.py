@@ -11,6 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runner.backends import registry as backends
+from runner.matrix import columns
 from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
 from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import TRIAGED_STATUSES
@@ -77,17 +78,49 @@ def _step_list(text: str) -> tuple[str, ...]:
     return values
 
 
+def _column_set(text: str):
+    try:
+        return text.strip(), columns.columns(text)
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# The axis options a named set of columns replaces, by their attribute in ``args``.
+_AXIS_OPTIONS = {
+    "backends": "--backends",
+    "modes": "--modes",
+    "dynamic": "--dynamic",
+    "precision": "--precision",
+    "step": "--step",
+    "train_compile": "--train-compile",
+    "optimizer": "--optimizer",
+}
+
+
+def _check_configs(args) -> None:
+    """--configs names every column itself: an axis given beside it is a contradiction."""
+    if args.configs is None:
+        return
+    given = [flag for name, flag in _AXIS_OPTIONS.items() if getattr(args, name) is not None]
+    if given:
+        raise UsageError(
+            f"--configs {args.configs[0]} names its columns itself; drop {', '.join(given)} "
+            "or drop --configs and give the axes"
+        )
+
+
 def _train_steps(args) -> tuple[str, ...]:
     """--step with --train-compile and --optimizer folded into each train step's name."""
+    step = args.step or (steps.INFER,)
     extra = [
         option
         for option in (args.train_compile, args.optimizer)
         if option not in (None, "loss", "adam")
     ]
     if not extra:
-        return args.step
+        return step
     named = []
-    for name in args.step:
+    for name in step:
         if steps.base(name) == steps.TRAIN:
             options = [o for o in steps.options(name)]
             name = steps.OPTION.join([steps.TRAIN, *dict.fromkeys([*options, *extra])])
@@ -164,7 +197,24 @@ def build_parser() -> argparse.ArgumentParser:
         "returns a tuple of tensors (repeatable)",
     )
     axes = parser.add_argument_group("configs (comma-separated; cells are the cross product)")
-    axes.add_argument("--backends", type=_axis("backend", backends.names()), default=("inductor",))
+    axes.add_argument(
+        "--configs",
+        type=_column_set,
+        default=None,
+        metavar="@SET",
+        help="a named set of columns instead of the axes below: "
+        + ", ".join(columns.PREFIX + name for name in columns.NAMES)
+        + " (@core: the headline column, inductor default dynamic false bf16 inference, "
+        "and one change of it each: the other inductor modes, dynamic true and auto, the "
+        "eager, aot_eager and cudagraphs backends, fp32, xla and xla_export, export "
+        "non-strict and strict, aot_inductor, train)",
+    )
+    axes.add_argument(
+        "--backends",
+        type=_axis("backend", backends.names()),
+        default=None,
+        help="default: inductor",
+    )
     axes.add_argument(
         "--modes",
         type=_list("mode"),
@@ -174,7 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
         "configs, e.g. default+freezing); export non-strict, strict; aot_inductor default, "
         "max-autotune. Backends without modes ignore them",
     )
-    axes.add_argument("--dynamic", type=_axis("dynamic", DYNAMIC), default=("false",))
+    axes.add_argument(
+        "--dynamic", type=_axis("dynamic", DYNAMIC), default=None, help="default: false"
+    )
     axes.add_argument(
         "--precision",
         type=_axis("precision", PRECISIONS),
@@ -184,9 +236,9 @@ def build_parser() -> argparse.ArgumentParser:
     axes.add_argument(
         "--step",
         type=_step_list,
-        default=(steps.INFER,),
-        help="infer, train (forward, loss, backward, optimizer step), or both; a train "
-        "step's options ride on its name: train+model (only the model compiled, its loss "
+        default=None,
+        help="infer (default), train (forward, loss, backward, optimizer step), or both; a "
+        "train step's options ride on its name: train+model (only the model compiled, its loss "
         "eager, as timm's benchmark does), train+all (the optimizer step compiled too), "
         "+sgd (SGD instead of Adam)",
     )
@@ -252,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--retry-failed",
         action="store_true",
-        help="rerun recorded cells whose status is crash, timeout or oom",
+        help="rerun recorded cells whose status is crash or oom, and timeout where this "
+        "run gives the cell more time than it ran (--timeout)",
     )
     run.add_argument(
         "--retry-disturbed",
@@ -367,9 +420,9 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
 
     specs = select(args.models, args.module)
     options = PlanOptions(
-        backends=args.backends,
+        backends=args.backends or ("inductor",),
         modes=args.modes,
-        dynamic=args.dynamic,
+        dynamic=args.dynamic or ("false",),
         precisions=args.precision or (("bf16",) if device == "cuda" else ("fp32",)),
         steps=_train_steps(args),
         device=device,
@@ -378,6 +431,7 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
         timeout_s=args.timeout,
         size=args.size or ("full" if device == "cuda" else "tiny"),
         max_params=args.max_params,
+        columns=args.configs[1] if args.configs else None,
     )
     plan = plan_cells(specs, options, env_ids)
     if args.shard:
@@ -397,6 +451,7 @@ def _run(args, argv: list[str] | None) -> int:
     out = _console(stderr=False)
     if args.ray_address and args.executor != "ray":
         raise UsageError("--ray-address applies to --executor ray")
+    _check_configs(args)
     _arm_trace(args)
     if args.executor == "ray":
         return _run_on_cluster(args, argv, console, out)
@@ -410,7 +465,9 @@ def _run(args, argv: list[str] | None) -> int:
             raise UsageError(f"--timing-cpus {args.timing_cpus}: {error}") from None
     elif args.timing_cpus:
         console.print("--timing-cpus applies to cuda runs; ignored on cpu")
-    if args.modes is not None and (problems := backends.mode_problems(args.backends, args.modes)):
+    if args.modes is not None and (
+        problems := backends.mode_problems(args.backends or ("inductor",), args.modes)
+    ):
         raise UsageError("; ".join(problems))
     # Validate the models before touching the database: bad input changes nothing.
     from zoo.catalog import select
@@ -495,6 +552,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         # Asking for triage triages the recorded failures that have none yet.
         untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
+        timed_out = store.timed_out(keys) if args.retry_failed else {}
         plan = skip_recorded(
             plan,
             recorded,
@@ -502,7 +560,16 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             retry_failed=args.retry_failed,
             untriaged=untriaged,
             disturbed=disturbed,
+            timed_out=timed_out,
         )
+        kept = [cell for cell in plan.skipped if cell.key in timed_out]
+        if kept and not args.force:
+            ran = max(timed_out[cell.key] or 0.0 for cell in kept)
+            console.print(
+                f"not rerunning {len(kept)} recorded timeout(s) (--retry-failed): each had "
+                f"no more time than this run gives it (they ran up to {ran:.0f} s); a "
+                "--timeout above that reruns them"
+            )
         if disturbed and not args.force:
             console.print(
                 f"rerunning {len(disturbed)} recorded cell(s) whose timing was disturbed "
@@ -526,7 +593,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
-            "(--force reruns them; --retry-failed reruns crash, timeout and oom)"
+            "(--force reruns them; --retry-failed reruns crash and oom, and timeouts given "
+            "more --timeout)"
         )
     if args.dry_run:
         if cluster is not None:

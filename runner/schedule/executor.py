@@ -19,14 +19,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from runner.backends.registry import WorkerKind, worker_kind
-from runner.matrix.cells import Cell
+from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.clock import utc_now_iso
 from runner.matrix.phases import STARTING, TIMING, WAITING
 from runner.matrix.results import (
@@ -95,6 +95,10 @@ class _ListFeed:
 
     def take(self) -> Cell | None:
         return self.cells.popleft() if self.cells else None
+
+    def peek(self) -> Cell | None:
+        """The cell ``take`` would give next, left in the feed."""
+        return self.cells[0] if self.cells else None
 
     def exhausted(self) -> bool:
         return not self.cells
@@ -288,6 +292,8 @@ class Executor:
         # Over the cells of the last run(): seconds from submission to result, and of
         # them, seconds waiting for a GPU's lock (how much the lock held workers back).
         self._walls: list[float] = []
+        # The same by column (what judges a column's next cell against a deadline).
+        self._column_walls: dict[CellConfig, list[float]] = defaultdict(list)
         self._lock_wait_s = 0.0
         # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
         self.usage: usage.Usage | None = None
@@ -407,6 +413,7 @@ class Executor:
         meter = usage.CpuMeter()
         self._lock_wait_s = 0.0
         self._walls = []
+        self._column_walls = defaultdict(list)
         self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
         # Only the main thread may set a signal handler (a cluster node runs this in one
@@ -417,7 +424,7 @@ class Executor:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
-                past_deadline = past_deadline or self._closed(deadline)
+                past_deadline = past_deadline or self._feed_closed(feed, deadline)
                 busy = any(w is not None and w.running for w in slots)
                 if not (again or busy) and (past_deadline or feed.exhausted()):
                     break
@@ -458,7 +465,7 @@ class Executor:
                                 on_result(result)
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
-                        past_deadline = past_deadline or self._closed(deadline)
+                        past_deadline = past_deadline or self._feed_closed(feed, deadline)
                         beside = self._running_on(self._gpu_of(index), slots)
                         if any(cell.crowded_retries for cell in beside):
                             # A crowded retry has this GPU to itself.
@@ -541,6 +548,7 @@ class Executor:
         assert running is not None
         now = time.monotonic()
         self._walls.append(now - running.submitted)
+        self._column_walls[running.cell.config].append(now - running.submitted)
         self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
 
     def _closed(self, deadline: float | None, expected_s: float | None = None) -> bool:
@@ -552,6 +560,17 @@ class Executor:
         if expected_s is None:
             expected_s = statistics.median(self._walls) if self._walls else 0.0
         return time.monotonic() + expected_s >= deadline
+
+    def _feed_closed(self, feed: CellFeed, deadline: float | None) -> bool:
+        """Whether the feed's next cell would likely end after ``deadline``: judged by
+        the cells of its own column finished so far where there are some (a run of
+        several columns: one of max-autotune's takes minutes where one of eager's takes
+        seconds), else by the whole run's (``_closed``), as for a feed that cannot show
+        its next cell."""
+        peek = getattr(feed, "peek", None)
+        upcoming = peek() if peek is not None else None
+        walls = self._column_walls.get(upcoming.config) if upcoming is not None else None
+        return self._closed(deadline, statistics.median(walls) if walls else None)
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running

@@ -22,7 +22,7 @@ import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
-from runner.matrix.results import STATUSES, TRIAGE_INTERRUPTED, CellResult, GraphBreak
+from runner.matrix.results import STATUSES, TIMEOUT, TRIAGE_INTERRUPTED, CellResult, GraphBreak
 from runner.store.schema import (
     BREAK_COLUMNS,
     BREAK_TYPES,
@@ -378,6 +378,15 @@ class Store:
             result.graph_breaks = breaks.get(result_id, [])
             found[result.cell_key] = (run_id, result)
         return found
+
+    def timed_out(self, cell_keys: list[str]) -> dict[str, float | None]:
+        """cell_key -> the wall seconds it ran, of the keys whose latest row is a
+        ``timeout``: how long it had before it was stopped."""
+        return {
+            key: wall_s
+            for key, status, wall_s in self._latest(cell_keys, "status, wall_s")
+            if status == TIMEOUT
+        }
 
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
         """The keys whose latest row's timing was disturbed: a side's median ``ratio``

@@ -1,0 +1,106 @@
+"""One chunk of a long sweep, resumed from what is shipped: the shipped runs merged into a
+database (once: a database that exists is reused), ``zoo-run`` with the arguments given
+after ``--`` on it (the cells recorded are skipped), stopped in time, then every run the
+database holds that the shipped folder lacks exported, ready to commit:
+
+    python benchmarks/sweep_chunk.py --seconds 520 --out /tmp/new-runs -- \\
+        --models @headline --configs @headline --workers 14 --label zoo-headline \\
+        --triage ladder --retry-failed
+
+``--seconds`` is the chunk's whole wall time: zoo-run starts no cell that would likely
+end after ``--seconds`` less a margin for the export (``--time-limit``), and gets SIGINT
+at ``--seconds`` less a smaller one, so that the export always runs. Runs go to
+``--out`` (default: the shipped folder itself). Exit status: zoo-run's, or 2 for bad
+input here; the export runs whatever zoo-run's status was (a chunk cut short still
+ships what it recorded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runner.store.db import Store  # noqa: E402
+from runner.store.export import export_runs  # noqa: E402
+from runner.store.merge import merge, summary_lines  # noqa: E402
+
+# Seconds kept back from --seconds: for the export after zoo-run (SIGINT this long before
+# the end), and for the cells under way to finish (no cell starts that would likely end
+# later than this before the end).
+EXPORT_MARGIN_S = 30.0
+FINISH_MARGIN_S = 60.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    split = argv.index("--") if "--" in argv else len(argv)
+    ours, run_args = argv[:split], argv[split + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
+    parser.add_argument("--db", type=Path, default=Path("/tmp/zoo-chunk.duckdb"))
+    parser.add_argument("--out", type=Path, default=None, help="default: --runs-dir")
+    parser.add_argument("--seconds", type=float, required=True)
+    args = parser.parse_args(ours)
+    least = EXPORT_MARGIN_S + FINISH_MARGIN_S
+    if not (math.isfinite(args.seconds) and args.seconds > least):
+        parser.error(f"--seconds must be a finite number above {least:g}; got {args.seconds:g}")
+    if not run_args:
+        parser.error("give zoo-run's arguments after --, e.g. -- --models @headline")
+    for given in ("--db", "--time-limit"):
+        if given in run_args:
+            parser.error(f"{given} is this script's to set; drop it after --")
+    if not args.runs_dir.is_dir():
+        parser.error(f"--runs-dir {args.runs_dir}: no such folder of shipped runs")
+    started = time.monotonic()
+    if not args.db.exists():
+        print("\n".join(summary_lines(merge([args.runs_dir], args.db))), flush=True)
+    shipped = {path.name for path in args.runs_dir.iterdir() if path.is_dir()}
+    left = args.seconds - (time.monotonic() - started)
+    command = [
+        sys.executable,
+        "-m",
+        "runner.cli.run",
+        *run_args,
+        "--db",
+        str(args.db),
+        "--time-limit",
+        f"{max(1.0, left - EXPORT_MARGIN_S - FINISH_MARGIN_S):.0f}",
+    ]
+    status = _run_until(command, left - EXPORT_MARGIN_S)
+    with Store(args.db).connection(read_only=True) as con:
+        query = "SELECT run_id FROM runs ORDER BY started_at"
+        recorded = [row[0] for row in con.execute(query).fetchall()]
+    new = [run_id for run_id in recorded if run_id not in shipped]
+    out = args.out or args.runs_dir
+    if new:
+        export_runs(args.db, out, run_ids=new)
+    print(f"zoo-run exited {status}; exported {len(new)} new run(s) to {out}: {', '.join(new)}")
+    return status
+
+
+def _run_until(command: list[str], seconds: float) -> int:
+    """``command``'s exit status; SIGINT (zoo-run records what it can and stops) after
+    ``seconds``, SIGKILL if it has not stopped 20 s later."""
+    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        return process.wait(timeout=max(1.0, seconds))
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
