@@ -24,6 +24,7 @@ from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types  # noqa: E402
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
+from runner.measure.accuracy import accuracy_tolerance  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
 TOP = 15
@@ -121,6 +122,7 @@ def main() -> int:
     ).fetchall():
         text = signature.replace("|", "\\|")[:160]
         print(f"| {status} | {text} | {count} |")
+    _accuracy_margins(con)
     print("\n## Graph-break types\n\n| type | registry id | models | breaks |")
     print("| --- | --- | --- | --- |")
     for break_type, registry_id, models, breaks in con.execute(
@@ -163,6 +165,56 @@ def main() -> int:
     ).fetchall():
         print(f"| {rung} | {cells} | {models} |")
     return 0
+
+
+def _accuracy_margins(con) -> None:
+    """The headline's ``fail_accuracy`` cells, by how far past the RMSE rule's bound they
+    are: a cell a hair past it (the bf16 rule: 3 x eager's RMSE + 0.001) is another
+    matter than one wrong by orders of magnitude. A cell failed by something other than
+    the rule (integer outputs that differ, a shape) says what instead."""
+    tol, multiplier = accuracy_tolerance("bf16", "cuda")
+    rows = con.execute(
+        "SELECT model_id, rmse, eager_rmse, max_abs_error, coalesce(triage_rung, 'not triaged'), "
+        "notes FROM headline WHERE status = 'fail_accuracy'"
+    ).fetchall()
+    if not rows:
+        return
+
+    def ratio(row) -> float | None:
+        rmse, eager_rmse = row[1], row[2]
+        if rmse is None or eager_rmse is None:
+            return None
+        bound = multiplier * eager_rmse + tol / 10
+        return rmse / bound if rmse > bound else None
+
+    rows.sort(key=lambda row: (ratio(row) is None, ratio(row) or 0.0, row[0]))
+    print(
+        f"\n## How far past the accuracy bound ({len(rows)} `fail_accuracy` cells)\n\n"
+        f"The rule (PyTorch's harness): a bf16 output passes if its RMSE against a float64 "
+        f"reference is at most {multiplier:g} x eager's + {tol / 10:g}. The ratio is the "
+        "compiled RMSE over that bound for the output failing worst: just above 1 is a "
+        "hair past it. A cell that failed otherwise says how.\n\n"
+        "| model | RMSE / bound | compiled RMSE | eager RMSE | max abs error | triage |\n"
+        "| --- | --- | --- | --- | --- | --- |"
+    )
+    for row in rows:
+        model, rmse, eager_rmse, max_abs, rung, notes = row
+        found = ratio(row)
+        if found is None:
+            failure = _accuracy_note(notes) or "not the RMSE rule"
+            shown = failure.replace("|", "/")[:80]
+            print(f"| {model} | {shown} | - | - | - | {rung} |")
+            continue
+        biggest = f"{max_abs:.3g}" if max_abs is not None else "-"
+        print(f"| {model} | {found:.2f} | {rmse:.3g} | {eager_rmse:.3g} | {biggest} | {rung} |")
+
+
+def _accuracy_note(notes: str | None) -> str | None:
+    """The accuracy check's own words in a row's notes (``accuracy: output 3: ...``)."""
+    for part in (notes or "").split("; "):
+        if part.startswith("accuracy: "):
+            return part.removeprefix("accuracy: ")
+    return None
 
 
 if __name__ == "__main__":

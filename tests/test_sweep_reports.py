@@ -1,0 +1,75 @@
+"""The sweep's report scripts over the shipped runs: the progress table of issue 20 (per
+column and suite of a selection) and the zoo report's accuracy margins, checked against
+the parquet read independently."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+
+from runner.matrix import columns
+from zoo.catalog import select
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "data" / "runs"
+
+
+def _script(name: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return done.stdout
+
+
+def _latest_models(column) -> set[str]:
+    """The models with a CUDA row of ``column``, straight from parquet."""
+    rows = duckdb.sql(
+        f"SELECT model_id FROM read_parquet('{RUNS}/*/results.parquet', "
+        "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
+        "AND dynamic = $3 AND precision = $4 AND step = $5 "
+        "QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1",
+        params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
+    ).fetchall()
+    return {model for (model,) in rows}
+
+
+def test_core_progress_has_every_column_and_suite_with_the_shipped_counts():
+    out = _script("sweep_progress.py", "--models", "@core", "--configs", "@core")
+    table = [
+        line
+        for line in out.splitlines()
+        if re.match(r"\| (inductor|eager|aot|cuda|xla|export)", line)
+    ]
+    core = columns.columns("@core")
+    assert len(table) == 2 * len(core)
+    specs = select(["@core"])
+    for column in (core[0], core[-1]):
+        found = _latest_models(column)
+        for suite in ("hf", "timm"):
+            ids = {spec.id for spec in specs if spec.suite == suite}
+            recorded = sum(model in ids for model in found)
+            row = next(r for r in table if r.startswith(f"| {column.label()} | {suite} |"))
+            assert f"| {recorded} / {len(ids)} |" in row, row
+
+
+def test_accuracy_margins_are_past_the_bound_and_in_order():
+    out = _script("zoo_report.py")
+    section = out.split("## How far past the accuracy bound", 1)[1].split("\n## ", 1)[0]
+    ratios = [float(m) for m in re.findall(r"^\| \S+ \| (\d+\.\d+) \|", section, re.M)]
+    assert ratios and all(ratio > 1 for ratio in ratios)
+    assert ratios == sorted(ratios)
+    (count,) = re.findall(r"\((\d+) `fail_accuracy` cells\)", section)
+    rows = [
+        line
+        for line in section.splitlines()
+        if line.startswith("| hf/") or line.startswith("| timm/")
+    ]
+    assert len(rows) == int(count)
