@@ -58,6 +58,15 @@ FP64_REF_CPU_BYTES = 4 * 2**30
 ACCURACY_FAILED_SHOWN = 20
 
 
+def non_finite(outputs: list[torch.Tensor]) -> int:
+    """How many values of the floating outputs are NaN or inf."""
+    return sum(
+        int((~t.isfinite()).sum())
+        for t in outputs
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    )
+
+
 def measure_cell(
     cell: Cell,
     *,
@@ -222,7 +231,10 @@ class CellProtocol:
     # -- reference and eager -------------------------------------------------------------
 
     def reference_outputs(self, subject: Subject, step: Step) -> list[torch.Tensor]:
-        """A float64 copy's outputs where it fits (TF32 off), else the fp32 model's."""
+        """A float64 copy's outputs where it fits (TF32 off), else the fp32 model's; the
+        fp32 model's too where the float64 copy's hold NaN or inf that they do not (the
+        model fails at float64 itself: Canine builds its attention mask in float32 from
+        float64's smallest value, and 0 x -inf is NaN everywhere)."""
         self.ctx.enter(REFERENCE)
         with tf32_disabled(subject.on_cuda):
             if self.fp64_reference_fits(subject):
@@ -231,12 +243,26 @@ class CellProtocol:
                 except Exception as exc:
                     self.ctx.note(f"fp64 reference failed, fp32 used: {signature(exc)}")
                 else:
-                    self.result.accuracy_ref_dtype = "fp64"
-                    return outputs
+                    if not (bad := non_finite(outputs)):
+                        self.result.accuracy_ref_dtype = "fp64"
+                        return outputs
+                    fp32 = self.fp32_outputs(subject, step)
+                    if non_finite(fp32) >= bad:
+                        self.result.accuracy_ref_dtype = "fp64"
+                        return outputs
+                    self.ctx.note(
+                        f"fp64 reference not finite ({bad} values NaN or inf, fp32's "
+                        f"{non_finite(fp32)}): fp32 used"
+                    )
+                    self.result.accuracy_ref_dtype = "fp32"
+                    return fp32
                 free_device_memory()
             self.result.accuracy_ref_dtype = "fp32"
-            seed_everything()
-            return host_tensors(step.outputs(step.program(subject.model)(*subject.inputs)))
+            return self.fp32_outputs(subject, step)
+
+    def fp32_outputs(self, subject: Subject, step: Step) -> list[torch.Tensor]:
+        seed_everything()
+        return host_tensors(step.outputs(step.program(subject.model)(*subject.inputs)))
 
     def fp64_reference_fits(self, subject: Subject) -> bool:
         tensors = [*subject.model.parameters(), *subject.model.buffers()]

@@ -318,6 +318,29 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
         assert result.eager_rmse > 1e-4  # autocast really ran
 
 
+class MaskedAsCanine(Mlp):
+    """Builds an attention-style mask in float32 from its scores' smallest value, as
+    transformers' Canine does: at float64 that value is -inf in float32, and 0 x -inf
+    makes every score NaN; at float32 or below the mask is 0 and the output fine."""
+
+    def forward(self, x):
+        scores = super().forward(x)
+        keep = torch.ones_like(scores, dtype=torch.float32)
+        bias = (1.0 - keep) * torch.finfo(scores.dtype).min
+        return torch.softmax(scores + bias.to(scores.dtype), dim=-1)
+
+
+def test_a_model_that_fails_at_float64_is_judged_against_fp32():
+    result = measure(MaskedAsCanine(), backend="aot_eager", precision="bf16")
+    assert result.status == "pass", result.error_message
+    assert result.accuracy_ref_dtype == "fp32"
+    assert "fp64 reference not finite (16 values NaN or inf, fp32's 0): fp32 used" in result.notes
+    assert result.rmse is not None and result.rmse == result.rmse  # not NaN
+    # A model fine at float64 keeps its float64 reference, with no extra note.
+    clean = measure(Mlp(), backend="aot_eager", precision="bf16")
+    assert clean.accuracy_ref_dtype == "fp64" and "reference" not in (clean.notes or "")
+
+
 def test_compile_happens_outside_the_timing_gate_and_timing_inside():
     """Compiling overlaps; timing holds the GPU; untimed GPU work (the reference, the
     eager outputs, most of the warm-up; the memory pass, on CUDA only) holds it shared,
