@@ -344,3 +344,16 @@ def test_an_unbuildable_class_raises_a_reason(name):
     spec = replace(hf_spec("BertModel"), name=name, id=f"hf/{name}")
     with pytest.raises(RuntimeError, match=f"transformers cannot import {name}"):
         spec.build()
+
+
+@pytest.mark.parametrize(
+    ("name", "argument"),
+    [("Gemma4VisionModel", "pixel_position_ids"), ("Sam2VideoModel", "inference_session")],
+)
+def test_a_required_input_the_zoo_cannot_make_is_a_build_error_naming_it(name, argument):
+    """Fed without it, the eager call would fail with a TypeError, as if the model were
+    at fault (Gemma4VisionModel's H200 row read eager_error): the zoo says so at build."""
+    spec = replace(hf_spec(name), size="tiny")
+    message = f"zoo cannot make the input '{argument}' yet \\(a required argument of {name}"
+    with pytest.raises(ValueError, match=message):
+        spec.build()

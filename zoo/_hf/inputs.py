@@ -80,6 +80,15 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
         names.append("decoder_input_ids")
     if DECODER_INPUT_TASKS.get(task) in params:
         names.append(DECODER_INPUT_TASKS[task])
+    # A required argument the zoo does not make would fail the eager call with a
+    # TypeError, as if the model were at fault: it is the zoo's gap, said at build.
+    named = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    for name in required:
+        if name != "self" and params[name].kind in named and name not in names:
+            raise ValueError(
+                f"zoo cannot make the input {name!r} yet "
+                f"(a required argument of {model_class.__name__}.forward)"
+            )
     return tuple(dict.fromkeys(names))
 
 
