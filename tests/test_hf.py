@@ -253,6 +253,12 @@ def test_inputs_of_the_task_heads():
     assert names[-1] == "decoder_input_ids"
     (pairs,) = hf_spec("SuperGlueForKeypointMatching").example_inputs(2, "cpu", 16)
     assert pairs.shape[:3] == (2, 2, 3)
+    # LightGlue's head is listed under the base mapping (task "base"): its family says
+    # it matches pairs all the same.
+    lightglue = hf_spec("LightGlueForKeypointMatching")
+    assert lightglue.task == "base"
+    (pairs,) = lightglue.example_inputs(2, "cpu", 16)
+    assert pairs.shape[:3] == (2, 2, 3)
     # VideoMAE's pretraining hides the same number of patches in every sample.
     _, masked = hf_spec("VideoMAEForPreTraining").example_inputs(2, "cpu", 16)
     assert masked.dtype == torch.bool and masked.shape[0] == 2

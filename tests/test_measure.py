@@ -587,6 +587,23 @@ def test_accuracy_rule_accepts_shared_nans_and_requires_equal_integers():
     assert not compare_outputs([ints], [ints], [], tol=1e-4, multiplier=2).passed
 
 
+def test_a_reference_of_another_size_leaves_eager_alone_to_judge():
+    """Keypoint matchers output as many points as they find: the float64 copy may find
+    another count. The rule then has no reference; close to eager passes, else fails
+    saying why (it raised an IndexError from the accuracy phase before)."""
+    gold = torch.zeros(7, dtype=torch.float64)
+    eager = torch.linspace(0, 1, 8)
+    kwargs = {"tol": 1e-2, "multiplier": 3.0}
+    assert compare_outputs([gold], [eager], [eager + 1e-4], **kwargs).passed
+    failed = compare_outputs([gold], [eager], [eager + 0.5], **kwargs)
+    assert not failed.passed and failed.failed == [0]
+    assert failed.failure == (
+        "output 0: not close to eager, and the float64 reference has shape [7] against "
+        "eager's [8] (a size that depends on the values), so the RMSE rule cannot judge it"
+    )
+    assert failed.max_abs_error == pytest.approx(0.5)
+
+
 def test_model_outputs_of_any_structure_are_compared_tensor_by_tensor():
     class Structured(nn.Module):
         def forward(self, x):

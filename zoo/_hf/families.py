@@ -174,6 +174,9 @@ INPUT_GROUPS = {
 }
 # Families whose inputs the config alone does not describe, by model type.
 IMAGE_LIST_FAMILIES = ("idefics",)  # pixels per sample: a list of images
+# Keypoint matchers: every class of theirs (the base models, and LightGlue's head, listed
+# under the base mapping) takes two images per sample, like the keypoint-matching task.
+IMAGE_PAIR_FAMILIES = ("lightglue", "efficientloftr", "superglue")
 FRAMES_NOT_VIDEO_FAMILIES = ("perceiver",)  # num_frames of an optional video decoder
 STACKED_IMAGE_FAMILIES = ("seggpt",)  # input and prompt stacked make the config's height
 # Token ids per codebook, stacked along the batch (MusicGen's decoder).

@@ -14,6 +14,7 @@ from zoo._hf.families import (
     FRAMES_FIRST_FAMILIES,
     FRAMES_NOT_VIDEO_FAMILIES,
     IMAGE_LIST_FAMILIES,
+    IMAGE_PAIR_FAMILIES,
     INPUT_GROUPS,
     LAYOUT_SETTINGS,
     SPECTROGRAM_IMAGE_FAMILIES,
@@ -245,7 +246,7 @@ class InputMaker:
             return self.randn(frames, channels, *self.image_size())
         if self.model_type in IMAGE_LIST_FAMILIES:
             return self.randn(1, channels, *self.image_size())
-        if self.task in IMAGE_PAIR_TASKS:
+        if self.task in IMAGE_PAIR_TASKS or self.model_type in IMAGE_PAIR_FAMILIES:
             return self.randn(2, channels, *self.image_size())
         return self.randn(channels, *self.image_size())
 
