@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
 from runner.matrix import columns  # noqa: E402
+from runner.matrix.cells import CellConfig  # noqa: E402
 from runner.matrix.results import STATUSES  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
@@ -47,18 +48,16 @@ def main() -> int:
     ).fetchall()
     # Per column: each model's status (one per model: another batch or size of the same
     # column is the same cell asked differently, and counts once).
-    found: dict[tuple[str, ...], dict[str, str]] = defaultdict(dict)
+    found: dict[CellConfig, dict[str, str]] = defaultdict(dict)
     for *column, model_id, status in rows:
         if model_id in suite_of:
-            found[tuple(column)].setdefault(model_id, status)
+            found[CellConfig(*column)].setdefault(model_id, status)
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
     print("| config | suite | recorded / planned | " + " | ".join(STATUSES) + " |")
     print("| --- | --- | --- | " + " | ".join("---" for _ in STATUSES) + " |")
     for column in sets:
-        by_model = found[
-            (column.backend, column.mode, column.dynamic, column.precision, column.step)
-        ]
+        by_model = found[column]
         for suite in sorted(planned):
             counts = Counter(s for m, s in by_model.items() if suite_of[m] == suite)
             cells = " | ".join(str(counts.get(status, 0)) for status in STATUSES)

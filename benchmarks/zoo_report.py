@@ -24,7 +24,7 @@ from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types  # noqa: E402
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
-from runner.measure.accuracy import accuracy_tolerance  # noqa: E402
+from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
 TOP = 15
@@ -184,7 +184,7 @@ def _accuracy_margins(con) -> None:
         rmse, eager_rmse = row[1], row[2]
         if rmse is None or eager_rmse is None:
             return None
-        bound = multiplier * eager_rmse + tol / 10
+        bound = rmse_bound(eager_rmse, tol, multiplier)
         return rmse / bound if rmse > bound else None
 
     rows.sort(key=lambda row: (ratio(row) is None, ratio(row) or 0.0, row[0]))

@@ -247,12 +247,12 @@ class CellProtocol:
                         self.result.accuracy_ref_dtype = "fp64"
                         return outputs
                     fp32 = self.fp32_outputs(subject, step)
-                    if non_finite(fp32) >= bad:
+                    if (fp32_bad := non_finite(fp32)) >= bad:
                         self.result.accuracy_ref_dtype = "fp64"
                         return outputs
                     self.ctx.note(
                         f"fp64 reference not finite ({bad} values NaN or inf, fp32's "
-                        f"{non_finite(fp32)}): fp32 used"
+                        f"{fp32_bad}): fp32 used"
                     )
                     self.result.accuracy_ref_dtype = "fp32"
                     return fp32

@@ -678,7 +678,6 @@ def test_a_column_next_cell_is_judged_by_its_own_column(tmp_path):
     slow = dataclasses.replace(fast, config=CellConfig("inductor", "max-autotune", "false", "fp32"))
     executor = Executor(tmp_path, workers=1, lock_dir=tmp_path / "locks")
     # Finished so far: two eager cells of 2 s, three max-autotune cells of 300 s.
-    executor._walls = [2.0, 2.0, 300.0, 300.0, 300.0]
     executor._column_walls[fast.config] += [2.0, 2.0]
     executor._column_walls[slow.config] += [300.0, 300.0, 300.0]
     in_a_minute = time.monotonic() + 60.0

@@ -30,6 +30,7 @@ from zoo.errors import UsageError, run_command
 from zoo.spec import parse_param_count
 
 EXECUTORS = ("local", "ray")
+DEFAULT_BACKENDS = ("inductor",)
 
 
 def _axis(name: str, valid: tuple[str, ...], planned: dict[str, str] | None = None):
@@ -420,7 +421,7 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
 
     specs = select(args.models, args.module)
     options = PlanOptions(
-        backends=args.backends or ("inductor",),
+        backends=args.backends or DEFAULT_BACKENDS,
         modes=args.modes,
         dynamic=args.dynamic or ("false",),
         precisions=args.precision or (("bf16",) if device == "cuda" else ("fp32",)),
@@ -466,7 +467,7 @@ def _run(args, argv: list[str] | None) -> int:
     elif args.timing_cpus:
         console.print("--timing-cpus applies to cuda runs; ignored on cpu")
     if args.modes is not None and (
-        problems := backends.mode_problems(args.backends or ("inductor",), args.modes)
+        problems := backends.mode_problems(args.backends or DEFAULT_BACKENDS, args.modes)
     ):
         raise UsageError("; ".join(problems))
     # Validate the models before touching the database: bad input changes nothing.

@@ -34,6 +34,12 @@ def accuracy_tolerance(precision: str, device_type: str) -> tuple[float, float]:
     return (1e-3 if device_type == "cuda" else 1e-4), 2.0
 
 
+def rmse_bound(eager_rmse: float, tol: float, multiplier: float) -> float:
+    """The most RMSE against the reference a compiled output may have: ``multiplier`` x
+    eager's + tol/10."""
+    return multiplier * eager_rmse + tol / 10
+
+
 def compare_outputs(
     fp64_ref: list[torch.Tensor],
     eager: list[torch.Tensor],
@@ -132,7 +138,7 @@ def _compare_float(
         close = close and torch.allclose(e, c, rtol=tol, atol=tol, equal_nan=True)
     rmse = math.sqrt(res_sq / count) if count else 0.0
     eager_rmse = math.sqrt(ref_sq / count) if count else 0.0
-    bound = multiplier * eager_rmse + tol / 10
+    bound = rmse_bound(eager_rmse, tol, multiplier)
     passed = close or rmse <= bound
     return _FloatCheck(passed, max_abs, rmse, eager_rmse, rmse - bound)
 

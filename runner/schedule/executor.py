@@ -289,10 +289,9 @@ class Executor:
         self._spawned = 0
         self._kinds: dict[str, WorkerKind] = {}
         self._stop = threading.Event()
-        # Over the cells of the last run(): seconds from submission to result, and of
-        # them, seconds waiting for a GPU's lock (how much the lock held workers back).
-        self._walls: list[float] = []
-        # The same by column (what judges a column's next cell against a deadline).
+        # Over the cells of the last run(): seconds from submission to result, by column
+        # (its own column's judge a cell against a deadline), and of them, seconds
+        # waiting for a GPU's lock (how much the lock held workers back).
         self._column_walls: dict[CellConfig, list[float]] = defaultdict(list)
         self._lock_wait_s = 0.0
         # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
@@ -412,7 +411,6 @@ class Executor:
         past_deadline = False
         meter = usage.CpuMeter()
         self._lock_wait_s = 0.0
-        self._walls = []
         self._column_walls = defaultdict(list)
         self._stop.clear()
         slots: list[Worker | None] = [None] * self.workers
@@ -539,7 +537,7 @@ class Executor:
                     worker.kill()
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
-            cell_s = sum(self._walls)
+            cell_s = sum(self._walls())
             lock_wait = self._lock_wait_s / cell_s if cell_s else None
             self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
 
@@ -547,7 +545,6 @@ class Executor:
         running = worker.running
         assert running is not None
         now = time.monotonic()
-        self._walls.append(now - running.submitted)
         self._column_walls[running.cell.config].append(now - running.submitted)
         self._lock_wait_s += running.waited(WAITING_FOR_GPU, now)
 
@@ -558,8 +555,13 @@ class Executor:
         if deadline is None:
             return False
         if expected_s is None:
-            expected_s = statistics.median(self._walls) if self._walls else 0.0
+            walls = self._walls()
+            expected_s = statistics.median(walls) if walls else 0.0
         return time.monotonic() + expected_s >= deadline
+
+    def _walls(self) -> list[float]:
+        """The wall times of every cell the last run() finished, whatever its column."""
+        return [wall for walls in self._column_walls.values() for wall in walls]
 
     def _feed_closed(self, feed: CellFeed, deadline: float | None) -> bool:
         """Whether the feed's next cell would likely end after ``deadline``: judged by
