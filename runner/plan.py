@@ -14,8 +14,7 @@ from dataclasses import dataclass, field, replace
 from runner.backends import registry as backends
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
 from runner.matrix.cells import Cell, CellConfig
-from runner.matrix.results import OOM, RETRY_STATUSES, CellResult
-from runner.measure.failure import CROWDED
+from runner.matrix.results import CROWDED, OOM, RETRY_STATUSES, CellResult
 from zoo.spec import ModelSpec
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -276,7 +275,7 @@ def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     keeps the batch asked for; the row records the one that ran.
 
     A cell that ran out beside other processes holding most of the device's memory
-    (``runner.measure.failure.CROWDED``: a parallel sweep's neighbour, not the model)
+    (``runner.matrix.results.CROWDED``: a parallel sweep's neighbour, not the model)
     is retried at the same batch first, up to ``MAX_CROWDED_RETRIES`` times; the
     executor runs such a retry, and any later one of the cell, alone on its GPU."""
     batch = cell.run_batch_size

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from runner.cli.run import main
-from runner.measure.failure import CROWDED
+from runner.matrix.results import CROWDED
 from runner.plan import PlanOptions, plan_cells, skip_recorded
 from runner.store.db import Store
 from tests.results import rows

@@ -37,6 +37,9 @@ RETRY_STATUSES = (CRASH, TIMEOUT, OOM)
 TRIAGED_STATUSES = (COMPILE_ERROR, FAIL_ACCURACY, CRASH)
 # The triage_rung of a failing cell whose triage job the run's end cut off.
 TRIAGE_INTERRUPTED = "triage interrupted"
+# How an out-of-memory cell's note begins when other processes held most of the device's
+# memory: the cell did not run out on its own (a parallel sweep's neighbour did it).
+CROWDED = "out of memory beside other processes"
 
 
 @dataclass

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from runner.matrix.phases import COMPILER_PHASES, status_of
-from runner.matrix.results import OOM
+from runner.matrix.results import CROWDED, OOM
 from runner.matrix.text import truncate
 
 if TYPE_CHECKING:
@@ -41,9 +41,6 @@ _DYNAMO_TRACE_FILES = ("torch/_dynamo/convert_frame.py", "torch/_dynamo/symbolic
 _AOT_PATHS = ("torch/_functorch/", "torch/_subclasses/", "torch/_inductor/decomposition.py")
 _INDUCTOR_PATHS = ("torch/_inductor/", "/triton/")
 _OOM_TEXT = ("out of memory", "can't allocate memory")
-# How an out-of-memory cell's note begins when other processes held most of the device's
-# memory: the cell did not run out on its own (a parallel sweep's neighbour did it).
-CROWDED = "out of memory beside other processes"
 GIB = 2**30
 
 

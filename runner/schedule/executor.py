@@ -31,13 +31,13 @@ from runner.matrix.clock import utc_now_iso
 from runner.matrix.phases import STARTING, TIMING, WAITING
 from runner.matrix.results import (
     CRASH,
+    CROWDED,
     FAIL_ACCURACY,
     PASS,
     TIMEOUT,
     TRIAGE_INTERRUPTED,
     CellResult,
 )
-from runner.measure.failure import CROWDED
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus

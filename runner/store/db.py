@@ -23,6 +23,7 @@ import duckdb
 from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
 from runner.matrix.results import (
+    CROWDED,
     OOM,
     STATUSES,
     TIMEOUT,
@@ -30,7 +31,6 @@ from runner.matrix.results import (
     CellResult,
     GraphBreak,
 )
-from runner.measure.failure import CROWDED
 from runner.store.schema import (
     BREAK_COLUMNS,
     BREAK_TYPES,
@@ -398,7 +398,7 @@ class Store:
 
     def crowded(self, cell_keys: list[str]) -> set[str]:
         """The keys whose latest row ran out of memory beside other processes
-        (``runner.measure.failure.CROWDED`` in its notes)."""
+        (``runner.matrix.results.CROWDED`` in its notes)."""
         return {
             key
             for key, status, notes in self._latest(cell_keys, "status, notes")
