@@ -9,6 +9,14 @@ Reads the shipped parquet (or a database) and the catalogue; builds nothing:
 prints markdown tables for data/runs/README.md. A config's cells on CUDA count for the
 selection's models whichever run recorded them (the GPU-time checks recorded some of
 the headline column's); the chunk table lists the runs of the sweep's label.
+
+The last table estimates the device time left per config: the cells left, times the
+mean wall time of the config's recorded CUDA cells (any model's) over the parallelism
+the sweep's chunks reached (their cells' wall time over the chunks' own; the headline
+chunks' where the label has none), or times the seconds such a cell timed where that is
+more (timing holds the GPU alone, so it never overlaps). An estimate from what was
+measured, no more: a config with few recorded cells, or cells of lighter models than the
+ones left, reads low; the chunks' tails are in the parallelism.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from dashboard.data import load  # noqa: E402
 from runner.matrix import columns  # noqa: E402
 from runner.matrix.cells import CellConfig  # noqa: E402
 from runner.matrix.results import STATUSES  # noqa: E402
+from runner.measure.timing import TIMING_PLANS  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
 
@@ -46,6 +55,14 @@ def main() -> int:
         "SELECT backend, mode, dynamic, precision, step, model_id, status FROM latest_results "
         "WHERE device = 'cuda'"
     ).fetchall()
+    # Per column: each recorded CUDA cell's wall seconds, and the seconds it timed by the
+    # timing plan (what it held the GPU's lock for at least).
+    walls: dict[CellConfig, list[tuple[float, float]]] = defaultdict(list)
+    for *column, wall_s, pair_ms in con.execute(
+        "SELECT backend, mode, dynamic, precision, step, wall_s, eager_ms + compiled_ms "
+        "FROM latest_results WHERE device = 'cuda' AND wall_s > 0"
+    ).fetchall():
+        walls[CellConfig(*column)].append((wall_s, _timed_s(pair_ms)))
     # Per column: each model's status (one per model: another batch or size of the same
     # column is the same cell asked differently, and counts once).
     found: dict[CellConfig, dict[str, str]] = defaultdict(dict)
@@ -63,22 +80,86 @@ def main() -> int:
             cells = " | ".join(str(counts.get(status, 0)) for status in STATUSES)
             recorded = sum(counts.values())
             print(f"| {column.label()} | {suite} | {recorded} / {planned[suite]} | {cells} |")
-    chunks = con.execute(
-        "SELECT u.run_id, u.started_at, u.finished_at, count(r.result_id) AS cells, "
-        "epoch(u.finished_at) - epoch(u.started_at) AS seconds "
-        "FROM runs u LEFT JOIN results r USING (run_id) WHERE u.label = ? "
-        "GROUP BY ALL ORDER BY u.started_at",
-        [args.label],
-    ).fetchall()
+    chunks = _chunks(con, args.label)
     if chunks:
         print(f"\nChunks (label {args.label}):\n")
         print("| run | started (UTC) | cells | minutes | cells/hour |")
         print("| --- | --- | --- | --- | --- |")
-        for run_id, started, _, cells, seconds in chunks:
+        for run_id, started, _, cells, seconds, _ in chunks:
             rate = f"{cells / seconds * 3600:.0f}" if seconds else "-"
             minutes = f"{seconds / 60:.1f}" if seconds else "-"
             print(f"| {run_id[:8]} | {started:%Y-%m-%d %H:%M} | {cells} | {minutes} | {rate} |")
+    left = {column: len(specs) - len(found[column]) for column in sets}
+    _print_left(left, walls, *_parallelism(con, args.label))
     return 0
+
+
+def _timed_s(pair_ms: float | None) -> float:
+    """Seconds a cell whose eager and compiled calls take ``pair_ms`` together times for,
+    by the CUDA timing plan (0 for a cell that timed nothing)."""
+    if not pair_ms:
+        return 0.0
+    plan = TIMING_PLANS["cuda"]
+    pair_s = pair_ms / 1000
+    return min(plan.max_pairs * pair_s, max(plan.budget_s, plan.min_pairs * pair_s))
+
+
+def _chunks(con, label: str) -> list[tuple]:
+    """The runs of ``label``: run id, start, end, cells, seconds, the cells' wall seconds."""
+    return con.execute(
+        "SELECT u.run_id, u.started_at, u.finished_at, count(r.result_id) AS cells, "
+        "epoch(u.finished_at) - epoch(u.started_at) AS seconds, sum(r.wall_s) AS walls "
+        "FROM runs u LEFT JOIN results r USING (run_id) WHERE u.label = ? "
+        "GROUP BY ALL ORDER BY u.started_at",
+        [label],
+    ).fetchall()
+
+
+def _parallelism(con, label: str) -> tuple[float | None, str]:
+    """How many cells the chunks of ``label`` ran at once on average (their cells' wall
+    seconds over their own), with the label it came from: the headline chunks' where
+    ``label`` has none."""
+    for source in dict.fromkeys((label, "zoo-headline")):
+        timed = [(walls, seconds) for *_, seconds, walls in _chunks(con, source) if seconds]
+        cell_s = sum(walls or 0.0 for walls, _ in timed)
+        if cell_s > 0:
+            return cell_s / sum(seconds for _, seconds in timed), source
+    return None, label
+
+
+def _print_left(
+    left: dict[CellConfig, int],
+    walls: dict[CellConfig, list[tuple[float, float]]],
+    parallel: float | None,
+    source: str,
+) -> None:
+    if parallel is None:
+        print("\nNo chunk of the sweep has run yet: no estimate of the device time left.")
+        return
+    print(
+        f"\nDevice time left, estimated (parallelism {parallel:.1f}, from the {source} "
+        "chunks; a cell's mean wall time over it, or its timed seconds where more):\n"
+    )
+    print("| config | cells left | mean cell wall s (cells) | mean timed s | device hours left |")
+    print("| --- | --- | --- | --- | --- |")
+    total, unknown = 0.0, 0
+    for column, cells in left.items():
+        seen = walls.get(column, [])
+        if not cells:
+            continue
+        if not seen:
+            unknown += cells
+            print(f"| {column.label()} | {cells} | not measured | - | - |")
+            continue
+        mean = sum(wall for wall, _ in seen) / len(seen)
+        timed = sum(timed for _, timed in seen) / len(seen)
+        hours = cells * max(mean / parallel, timed) / 3600
+        total += hours
+        print(
+            f"| {column.label()} | {cells} | {mean:.0f} ({len(seen)}) | {timed:.1f} | {hours:.1f} |"
+        )
+    tail = f", and {unknown} cells of configs never measured" if unknown else ""
+    print(f"| all | {sum(left.values())} | | | {total:.1f}{tail} |")
 
 
 if __name__ == "__main__":

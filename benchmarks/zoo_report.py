@@ -118,7 +118,8 @@ def main() -> int:
     print("| --- | --- | --- |")
     for status, signature, count in con.execute(
         "SELECT status, coalesce(error_signature, status), count(*) FROM headline "
-        f"WHERE status <> 'pass' GROUP BY ALL ORDER BY count(*) DESC LIMIT {TOP}"
+        "WHERE status <> 'pass' GROUP BY ALL ORDER BY count(*) DESC, 1, 2 "
+        f"LIMIT {TOP}"
     ).fetchall():
         text = signature.replace("|", "\\|")[:160]
         print(f"| {status} | {text} | {count} |")
@@ -129,7 +130,7 @@ def main() -> int:
         "SELECT coalesce(g.break_type, g.reason), coalesce(g.registry_id, 'unregistered'), "
         "count(DISTINCT h.model_id), sum(g.count) FROM headline h "
         "JOIN graph_breaks g USING (result_id) GROUP BY 1, 2 "
-        f"ORDER BY 3 DESC, 4 DESC LIMIT {TOP}"
+        f"ORDER BY 3 DESC, 4 DESC, 1, 2 LIMIT {TOP}"
     ).fetchall():
         print(f"| {break_type.replace('|', '/')[:120]} | {registry_id} | {models} | {breaks} |")
     print(
@@ -143,7 +144,7 @@ def main() -> int:
         "SELECT coalesce(g.break_type, g.reason), coalesce(g.registry_id, 'unregistered'), "
         "count(DISTINCT r.model_id), count(DISTINCT r.cell_key), sum(g.count) "
         "FROM latest_results r JOIN graph_breaks g USING (result_id) GROUP BY 1, 2 "
-        f"ORDER BY 3 DESC, 5 DESC LIMIT {TOP}"
+        f"ORDER BY 3 DESC, 5 DESC, 1, 2 LIMIT {TOP}"
     ).fetchall():
         shown = break_type.replace("|", "/")[:120]
         print(f"| {shown} | {registry_id} | {models} | {cells} | {breaks} |")
@@ -161,7 +162,7 @@ def main() -> int:
         "SELECT coalesce(triage_rung, 'not triaged'), count(*), "
         "string_agg(DISTINCT model_id, ', ' ORDER BY model_id) FROM latest_results "
         "WHERE status IN ('compile_error', 'fail_accuracy', 'crash') "
-        f"AND backend IN ({LADDER}) GROUP BY 1 ORDER BY 2 DESC"
+        f"AND backend IN ({LADDER}) GROUP BY 1 ORDER BY 2 DESC, 1"
     ).fetchall():
         print(f"| {rung} | {cells} | {models} |")
     return 0

@@ -208,6 +208,7 @@ def skip_recorded(
     untriaged: Collection[str] = (),
     disturbed: Collection[str] = (),
     timed_out: Mapping[str, float | None] | None = None,
+    crowded: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -218,7 +219,9 @@ def skip_recorded(
     again); ``force`` reruns everything. ``untriaged``: keys of recorded failing cells that a run asked to
     triage reruns (and so triages), those of the backends the ladder can triage.
     ``disturbed``: keys of recorded cells whose timing was disturbed, rerun. The plan's
-    ``triage_only`` names the untriaged cells rerun for no other reason.
+    ``triage_only`` names the untriaged cells rerun for no other reason. ``crowded``:
+    keys whose recorded row ran out of memory beside other processes; retried, they are
+    crowded retries (the executor runs them alone, once nothing else is left to start).
     """
     if force:
         return plan
@@ -229,7 +232,7 @@ def skip_recorded(
         retry = retry_failed and status in RETRY_STATUSES and _more_time(cell, timed_out or {})
         measure = cell.key in disturbed or retry
         if status is None or triage or measure:
-            todo.append(cell)
+            todo.append(cell.crowded_retry() if retry and cell.key in crowded else cell)
         else:
             skipped.append(cell)
         if status is not None and triage and not measure:

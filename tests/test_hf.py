@@ -234,6 +234,33 @@ def test_inputs_follow_the_model():
     assert decoder_ids.shape == (2, 16)
 
 
+def test_inputs_the_headline_read_as_eager_errors_now_run():
+    """Three families whose H200 rows were eager_error from the zoo's inputs: Kyutai's
+    speech-to-text takes a text token and one token per codebook at each position,
+    Fun-ASR's encoder takes 7 stacked mel frames per frame, LFM2-VL places image features
+    at image tokens (so it gets tokens only, as LLaVA does). Each runs in eager now."""
+    kyutai = hf_spec("KyutaiSpeechToTextModel")
+    config = building.recipe_for(kyutai).config
+    ids, mask = kyutai.example_inputs(2, "cpu", 16)
+    assert ids.shape == (2, 16, 1 + config.num_codebooks) and mask.shape == (2, 16)
+    assert int(ids[..., 0].max()) < config.vocab_size
+    assert int(ids[..., 1:].max()) < config.codebook_vocab_size
+    fun_asr = hf_spec("FunAsrNanoEncoder")
+    config = building.recipe_for(fun_asr).config
+    features, frames = fun_asr.example_inputs(2, "cpu", 16)
+    assert features.shape == (2, 16, config.num_mel_bins * config.num_stacked_frames)
+    assert frames.shape == (2, 16)
+    assert building.recipe_for(hf_spec("Lfm2VlModel")).input_names == (
+        "input_ids",
+        "attention_mask",
+    )
+    for spec in (kyutai, fun_asr, hf_spec("Lfm2VlModel")):
+        model = spec.build().eval()
+        with torch.no_grad():
+            outputs = model(*spec.example_inputs(2, "cpu", 16))
+        assert outputs and all(torch.isfinite(o.float()).all() for o in outputs), spec.name
+
+
 def test_inputs_of_the_task_heads():
     # A multiple-choice head takes each sample's tokens once per answer.
     spec = hf_spec("BertForMultipleChoice")

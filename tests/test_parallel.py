@@ -23,7 +23,13 @@ from runner.matrix.holds import TIMING, TUNING, UNTIMED
 from runner.measure.host import SCRATCH_DIR_ENV
 from runner.plan import PlanOptions, plan_cells
 from runner.schedule.cpus import split_cpus
-from runner.schedule.executor import STOPPED, WAITING_FOR_GPU, Executor, _Running
+from runner.schedule.executor import (
+    ALONE_NOT_REACHED,
+    STOPPED,
+    WAITING_FOR_GPU,
+    Executor,
+    _Running,
+)
 from runner.schedule.gpu_lock import GpuLock
 from runner.schedule.usage import HoldLog, Usage, read_holds
 from zoo.catalog import select
@@ -743,19 +749,21 @@ def _oom_beside_a_slow_cell() -> tuple[Cell, Cell]:
     return slow, oom
 
 
-def test_a_crowded_retry_runs_alone_on_its_gpu(tmp_path):
-    """A cell out of memory beside other processes is retried at the same batch once
-    the cells beside it have ended (the neighbour that held the memory is one of them),
-    and alone: the cell queued behind it starts neither while it waits nor beside it."""
+def _crowded_once(cell: Cell, result) -> Cell | None:
+    """The executor's ``retry`` for these tests: on the CPU nothing is crowded, so every
+    first out-of-memory stands for one."""
+    if result.status == "oom" and cell.crowded_retries == 0:
+        return cell.crowded_retry()
+    return None
+
+
+def test_a_crowded_retry_runs_alone_once_nothing_else_is_left(tmp_path):
+    """A cell out of memory beside other processes is retried at the same batch, alone:
+    once the feed has nothing more to start (emptying the GPU for it earlier would idle
+    every other worker meanwhile) and the cells beside it have ended; nothing starts
+    beside it."""
     slow, oom = _oom_beside_a_slow_cell()
     later = _eager_cpu_cell("toy_models.py:TinyMLP")
-
-    def retry(cell: Cell, result) -> Cell | None:
-        # On the CPU nothing is crowded: every first out-of-memory stands for one.
-        if result.status == "oom" and cell.crowded_retries == 0:
-            return cell.crowded_retry()
-        return None
-
     results: list = []
     events: list[tuple[str, str]] = []
 
@@ -767,24 +775,54 @@ def test_a_crowded_retry_runs_alone_on_its_gpu(tmp_path):
         [slow, oom, later],
         recorded,
         on_start=lambda cell: events.append(("start", cell.key)),
-        retry=retry,
+        retry=_crowded_once,
     )
     by_key = {result.cell_key: result for result in results}
     assert by_key[slow.key].status == by_key[later.key].status == "pass"
     retried = by_key[oom.key]
     assert (retried.status, retried.batch_size_run) == ("oom", 8)
     assert retried.notes.startswith("an attempt at batch 8 ended oom")
-    # The retry starts once the slow cell has ended; the cell queued behind it, once
-    # the retry has ended.
-    assert events == [
-        ("start", slow.key),
-        ("start", oom.key),
-        ("end", slow.key),
-        ("start", oom.key),
-        ("end", oom.key),
-        ("start", later.key),
-        ("end", later.key),
-    ]
+    # The cell queued behind the retry starts first, beside the slow one; the retry
+    # starts once both have ended, and is the last to end.
+    assert events[:3] == [("start", slow.key), ("start", oom.key), ("start", later.key)]
+    assert set(events[3:5]) == {("end", later.key), ("end", slow.key)}
+    assert events[5:] == [("start", oom.key), ("end", oom.key)]
+
+
+def test_a_crowded_retry_that_would_end_past_the_deadline_keeps_its_attempt(tmp_path):
+    """Alone, the retry would start after the run's deadline: it does not start, and
+    the attempt that asked for it is recorded, saying why it stands."""
+    slow, oom = _oom_beside_a_slow_cell()
+    results: list = []
+    starts: list[str] = []
+    Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks").run(
+        [slow, oom],
+        results.append,
+        on_start=lambda cell: starts.append(cell.key),
+        retry=_crowded_once,
+        deadline=time.monotonic() + 2.0,
+    )
+    assert starts == [slow.key, oom.key]
+    by_key = {result.cell_key: result for result in results}
+    assert by_key[slow.key].status == "pass"
+    assert by_key[oom.key].status == "oom"
+    assert by_key[oom.key].notes.endswith(ALONE_NOT_REACHED)
+
+
+def test_a_cell_planned_as_a_crowded_retry_waits_to_run_alone(tmp_path):
+    """A recorded row out of memory beside others is planned as a crowded retry
+    (``--retry-failed``): taken from the plan first, it starts last, alone."""
+    slow, oom = _oom_beside_a_slow_cell()
+    later = _eager_cpu_cell("toy_models.py:TinyMLP")
+    events: list[tuple[str, str]] = []
+    Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks").run(
+        [oom.crowded_retry(), slow, later],
+        lambda result: events.append(("end", result.cell_key)),
+        on_start=lambda cell: events.append(("start", cell.key)),
+        retry=_crowded_once,
+    )
+    assert events[:2] == [("start", slow.key), ("start", later.key)]
+    assert events[-2:] == [("start", oom.key), ("end", oom.key)]
 
 
 def test_a_cell_waiting_for_its_retry_is_recorded_when_the_run_stops(tmp_path):
@@ -794,10 +832,10 @@ def test_a_cell_waiting_for_its_retry_is_recorded_when_the_run_stops(tmp_path):
     executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
 
     def retry(cell: Cell, result) -> Cell | None:
-        if result.status == "oom" and cell.crowded_retries == 0:
+        retried = _crowded_once(cell, result)
+        if retried is not None:
             executor.stop()
-            return cell.crowded_retry()
-        return None
+        return retried
 
     results: list = []
     with pytest.raises(Interrupted):

@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from runner.cli.run import main
+from runner.measure.failure import CROWDED
+from runner.plan import PlanOptions, plan_cells, skip_recorded
 from runner.store.db import Store
 from tests.results import rows
+from zoo.catalog import select
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MISBEHAVING = FIXTURES / "misbehaving.py"
@@ -324,3 +327,34 @@ def test_retry_failed_reruns_a_timeout_only_when_given_more_time(tmp_path, capsy
 
     assert main([*args, "--timeout", "120", "--retry-failed"]) == 0
     assert [r["status"] for r in rows(db)] == ["timeout", "pass"]
+
+
+def test_retry_failed_plans_a_crowded_oom_as_a_crowded_retry(tmp_path):
+    """A recorded out-of-memory row that says others held the memory is retried alone
+    (the executor's crowded retry); one out of memory on its own is retried as usual.
+    The note is set here: a device crowded by neighbours cannot be made on the CPU."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{MISBEHAVING}:OutOfMemoryAlways", "--backends", "eager,aot_eager"]
+    args += ["--device", "cpu", "--db", str(db), "--batch-size", "1"]
+    assert main(args) == 0
+    recorded = rows(db)
+    assert [r["status"] for r in recorded] == ["oom", "oom"]
+    crowded_key = recorded[0]["cell_key"]
+    with Store(db).connection() as con:
+        con.execute(
+            "UPDATE results SET notes = ? WHERE cell_key = ?",
+            [f"{CROWDED}: they held 131.3 of the device's 140.0 GiB", crowded_key],
+        )
+    assert Store(db).crowded([r["cell_key"] for r in recorded]) == {crowded_key}
+
+    specs = select(None, [f"{MISBEHAVING}:OutOfMemoryAlways"])
+    options = PlanOptions(
+        ("eager", "aot_eager"), ("none",), ("false",), ("fp32",), ("infer",), "cpu"
+    )
+    plan = plan_cells(specs, options, "env")
+    first, second = (cell.key for cell in plan.cells)
+    statuses = {first: "oom", second: "oom"}
+    retried = skip_recorded(plan, statuses, force=False, retry_failed=True, crowded={first})
+    assert [cell.crowded_retries for cell in retried.cells] == [1, 0]
+    kept = skip_recorded(plan, statuses, force=False, retry_failed=False, crowded={first})
+    assert kept.cells == []

@@ -29,20 +29,26 @@ def _script(name: str, *args: str) -> str:
     return done.stdout
 
 
-def _latest_models(column) -> set[str]:
-    """The models with a CUDA row of ``column``, straight from parquet."""
+def _latest(column, field: str) -> list:
+    """``field`` of the newest row of each CUDA cell of ``column``, straight from parquet."""
     rows = duckdb.sql(
-        f"SELECT model_id FROM read_parquet('{RUNS}/*/results.parquet', "
+        f"SELECT {field} FROM read_parquet('{RUNS}/*/results.parquet', "
         "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
         "AND dynamic = $3 AND precision = $4 AND step = $5 "
         "QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1",
         params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
     ).fetchall()
-    return {model for (model,) in rows}
+    return [value for (value,) in rows]
+
+
+def _latest_models(column) -> set[str]:
+    """The models with a CUDA row of ``column``."""
+    return set(_latest(column, "model_id"))
 
 
 def test_core_progress_has_every_column_and_suite_with_the_shipped_counts():
     out = _script("sweep_progress.py", "--models", "@core", "--configs", "@core")
+    out = out.split("Device time left")[0]
     table = [
         line
         for line in out.splitlines()
@@ -58,6 +64,47 @@ def test_core_progress_has_every_column_and_suite_with_the_shipped_counts():
             recorded = sum(model in ids for model in found)
             row = next(r for r in table if r.startswith(f"| {column.label()} | {suite} |"))
             assert f"| {recorded} / {len(ids)} |" in row, row
+
+
+def test_time_left_counts_the_cells_left_and_prices_them_from_the_shipped_walls():
+    out = _script("sweep_progress.py", "--models", "@core", "--configs", "@core")
+    _, left = out.split("Device time left")
+    found = re.search(r"parallelism (\d+\.\d+), from the (\S+) chunks", left)
+    parallel = float(found[1])
+    # The chunks' cells' wall seconds over their own (a chunk that recorded nothing counts)
+    ((expected,),) = duckdb.sql(
+        "SELECT sum(coalesce(walls, 0)) / "
+        "sum(epoch(finished_at::TIMESTAMP) - epoch(started_at::TIMESTAMP)) "
+        f"FROM read_parquet('{RUNS}/*/runs.parquet', union_by_name=true) LEFT JOIN ("
+        f"SELECT run_id, sum(wall_s) AS walls FROM read_parquet('{RUNS}/*/results.parquet', "
+        "union_by_name=true) GROUP BY run_id) USING (run_id) WHERE label = $1",
+        params=[found[2]],
+    ).fetchall()
+    assert abs(parallel - expected) < 0.06
+    rows = {
+        line.split(" | ")[0][2:]: line.split(" | ")[1:]
+        for line in left.splitlines()
+        if line.startswith("| ") and not line.startswith("| ---")
+    }
+    specs = {spec.id for spec in select(["@core"])}
+    total = 0
+    for column in columns.columns("@core"):
+        cells = len(specs) - len(_latest_models(column) & specs)
+        total += cells
+        if not cells:
+            assert column.label() not in rows
+            continue
+        found, wall, timed, hours = rows[column.label()]
+        assert int(found) == cells
+        walls = [w for w in _latest(column, "wall_s") if w and w > 0]
+        if not walls:
+            assert wall == "not measured" and hours == "- |"
+            continue
+        mean = sum(walls) / len(walls)
+        assert wall == f"{mean:.0f} ({len(walls)})"
+        per_cell = max(mean / parallel, float(timed))
+        assert abs(float(hours.rstrip(" |")) - cells * per_cell / 3600) <= 0.06
+    assert rows["all"][0] == str(total)
 
 
 def test_accuracy_margins_are_past_the_bound_and_in_order():

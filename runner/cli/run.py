@@ -562,6 +562,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             untriaged=untriaged,
             disturbed=disturbed,
             timed_out=timed_out,
+            crowded=store.crowded(keys) if args.retry_failed else (),
         )
         kept = [cell for cell in plan.skipped if cell.key in timed_out]
         if kept and not args.force:

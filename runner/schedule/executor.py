@@ -67,6 +67,8 @@ _DUMP_LINES = (
 # Why a cell's clock stands still: it waits for its GPU's lock, or its worker is stopped
 # while another cell times (--quiet-timing). Neither counts against its timeout.
 WAITING_FOR_GPU = "lock"
+# The note of a crowded cell whose retry alone would have ended after the run's deadline.
+ALONE_NOT_REACHED = "its retry alone did not fit before the run's time limit"
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
@@ -382,7 +384,10 @@ class Executor:
         ``retry(cell, result)`` may give a cell to run again instead of reporting the
         result (a smaller batch after running out of memory): it runs next, in a fresh
         worker, deadline or not, and the result reported in the end says in its notes
-        what the earlier attempts ended as. ``triage`` (a mode of ``runner.triage``): a
+        what the earlier attempts ended as. A crowded retry (out of memory beside
+        others) runs alone once nothing else is left to start, if it would likely end
+        before the deadline; else its last attempt is reported (``ALONE_NOT_REACHED``).
+        A cell of ``cells`` that is a crowded retry already waits the same way. ``triage`` (a mode of ``runner.triage``): a
         torch.compile cell that failed is reported only after a triage job of it ran in a
         fresh worker, with the job's verdict in its row; a job that would start past the
         deadline does not, and its cell is reported with ``triage interrupted``. A cell
@@ -468,11 +473,27 @@ class Executor:
                         if any(cell.crowded_retries for cell in beside):
                             # A crowded retry has this GPU to itself.
                             continue
-                        ready = _ready(again, gpu_busy=bool(beside))
-                        if ready is None and again:
+                        feed_done = past_deadline or feed.exhausted()
+                        ready = _ready(again, gpu_busy=bool(beside), feed_done=feed_done)
+                        if ready is None and again and feed_done:
                             # A crowded retry waits for a GPU to empty: nothing new
                             # starts meanwhile.
                             continue
+                        if ready is not None and ready.crowded_retries:
+                            wall = self._column_walls.get(ready.config)
+                            expected = statistics.median(wall) if wall else None
+                            if past_deadline or self._closed(deadline, expected):
+                                # Alone, it would likely end after the deadline: its last
+                                # attempt stands (a recorded row, or this run's result).
+                                _take(again, ready)
+                                last = pending.pop(ready.key, None)
+                                if last is not None:
+                                    _with_attempts(last, earlier.pop(ready.key, [])[:-1])
+                                    last.notes = "; ".join(
+                                        filter(None, [last.notes, ALONE_NOT_REACHED])
+                                    )
+                                    on_result(last)
+                                continue
                         if (
                             ready is not None
                             and ready.extra.get(TRIAGE)
@@ -488,6 +509,12 @@ class Executor:
                         if ready is not None:
                             cell = _take(again, ready)
                         elif past_deadline or (cell := feed.take()) is None:
+                            continue
+                        elif cell.crowded_retries:
+                            # Planned as a crowded retry (a recorded row that ran out of
+                            # memory beside others): it waits to run alone, at the end.
+                            again.append(cell)
+                            planned += 1
                             continue
                         else:
                             if RECORDED in cell.extra:
@@ -669,17 +696,22 @@ def _attempt(cell: Cell, result: CellResult) -> str:
     )
 
 
-def _ready(again: deque[Cell], gpu_busy: bool) -> Cell | None:
+def _ready(again: deque[Cell], gpu_busy: bool, feed_done: bool = True) -> Cell | None:
     """The first queued cell that may start now on a GPU (``gpu_busy``: cells run
     there). A cell that ran out of memory beside other processes
     (``Cell.crowded_retries``) is retried alone: it starts once nothing else runs on the
     GPU, and nothing starts beside it (the cells that ran beside it were not the only
     ones that could crowd it again: in chunk 74d18d18 InklingModel's retries met
-    LongcatFlashModel, started meanwhile, at 106 of the 139.8 GiB)."""
+    LongcatFlashModel, started meanwhile, at 106 of the 139.8 GiB). It waits until the
+    feed has no more to start (``feed_done``): emptying the GPU for it while cells are
+    left idles every other worker (in chunk d4eff076 one gemma4 ViT's retry drained 13
+    workers for 107 s and then ran alone for 111 s, a third of the chunk); other queued
+    cells go first."""
+    plain = next((cell for cell in again if not cell.crowded_retries), None)
+    if plain is not None or not feed_done:
+        return plain
     crowded = next((cell for cell in again if cell.crowded_retries), None)
-    if crowded is not None:
-        return None if gpu_busy else crowded
-    return again[0] if again else None
+    return None if gpu_busy else crowded
 
 
 def _take(again: deque[Cell], cell: Cell) -> Cell:

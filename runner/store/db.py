@@ -22,7 +22,15 @@ import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
-from runner.matrix.results import STATUSES, TIMEOUT, TRIAGE_INTERRUPTED, CellResult, GraphBreak
+from runner.matrix.results import (
+    OOM,
+    STATUSES,
+    TIMEOUT,
+    TRIAGE_INTERRUPTED,
+    CellResult,
+    GraphBreak,
+)
+from runner.measure.failure import CROWDED
 from runner.store.schema import (
     BREAK_COLUMNS,
     BREAK_TYPES,
@@ -386,6 +394,15 @@ class Store:
             key: wall_s
             for key, status, wall_s in self._latest(cell_keys, "status, wall_s")
             if status == TIMEOUT
+        }
+
+    def crowded(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose latest row ran out of memory beside other processes
+        (``runner.measure.failure.CROWDED`` in its notes)."""
+        return {
+            key
+            for key, status, notes in self._latest(cell_keys, "status, notes")
+            if status == OOM and CROWDED in (notes or "")
         }
 
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:

@@ -179,6 +179,9 @@ IMAGE_LIST_FAMILIES = ("idefics",)  # pixels per sample: a list of images
 IMAGE_PAIR_FAMILIES = ("lightglue", "efficientloftr", "superglue")
 FRAMES_NOT_VIDEO_FAMILIES = ("perceiver",)  # num_frames of an optional video decoder
 STACKED_IMAGE_FAMILIES = ("seggpt",)  # input and prompt stacked make the config's height
+# One text token and one token per audio codebook at every position, the codebooks
+# last (Kyutai's speech-to-text: ids of shape batch x sequence x (1 + codebooks)).
+CODEBOOK_LAST_FAMILIES = ("kyutai_speech_to_text",)
 # Token ids per codebook, stacked along the batch (MusicGen's decoder).
 CODEBOOK_BATCH_FAMILIES = ("musicgen_decoder", "musicgen_melody_decoder")
 WAVEFORM_CHANNEL_FAMILIES = ("pe_audio", "pe_audio_video", "xcodec", "xcodec2", "neucodec")

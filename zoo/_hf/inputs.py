@@ -10,6 +10,7 @@ import torch
 
 from zoo._hf.families import (
     CODEBOOK_BATCH_FAMILIES,
+    CODEBOOK_LAST_FAMILIES,
     FAMILY_QUESTION_TOKENS,
     FRAMES_FIRST_FAMILIES,
     FRAMES_NOT_VIDEO_FAMILIES,
@@ -71,9 +72,10 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
     if "pixel_values" in names and getattr(config, "model_type", "") in IMAGE_LIST_FAMILIES:
         names.append("image_attention_mask")
     # Inputs that come together: patches with their shapes (SigLIP 2), region features
-    # with their boxes (LXMERT), a trajectory (Decision Transformer).
+    # with their boxes (LXMERT), a trajectory (Decision Transformer). A model that places
+    # image features at image tokens gets tokens only, as above (LFM2-VL's patches).
     for first, companions in INPUT_GROUPS.items():
-        if first in params:
+        if first in params and not (image_tokens and "pixel_values" in companions):
             names += [first, *companions]
     if "input_ids" in names and "attention_mask" in params:
         names.append("attention_mask")
@@ -175,6 +177,13 @@ class InputMaker:
             ids[..., positions] = getattr(self.config, setting)
         if self.model_type in CODEBOOK_BATCH_FAMILIES:
             ids = ids.repeat(self.setting("num_codebooks", default=1), 1)
+        if self.model_type in CODEBOOK_LAST_FAMILIES:
+            # Each codebook's own ids (the model offsets them into one table).
+            codebooks = self.setting("num_codebooks", default=1)
+            audio = self.token_ids(
+                self.setting("codebook_vocab_size", default=1000), (*ids.shape, codebooks)
+            )
+            ids = torch.cat([ids.unsqueeze(-1), audio], dim=-1)
         return ids
 
     def decoder_input_ids(self) -> torch.Tensor:
@@ -348,8 +357,13 @@ class InputMaker:
         mel = self.setting("num_mel_bins")
         projected = self.setting("feature_projection_input_dim")
         subsampling = self.setting("subsampling_factor", default=8)
+        stacked = self.setting("num_stacked_frames")
         if projected is not None:
             return self.randn(self.seq, projected)
+        if mel is not None and is_count(stacked):
+            # Low-frame-rate features: each frame holds several mel frames side by side
+            # (Fun-ASR's encoder takes 7 x 80 per frame).
+            return self.randn(self.seq, mel * stacked)
         if self.model_type in SPECTROGRAM_IMAGE_FAMILIES:
             return self.randn(1, self.seq * subsampling, mel or 64)
         frames_first = self.model_type in FRAMES_FIRST_FAMILIES
