@@ -52,23 +52,21 @@ def main() -> int:
     for problem in sources.problems:
         print(f"warning: {problem}", file=sys.stderr)
     rows = con.execute(
-        "SELECT backend, mode, dynamic, precision, step, model_id, status FROM latest_results "
-        "WHERE device = 'cuda'"
+        "SELECT backend, mode, dynamic, precision, step, model_id, status, wall_s, "
+        "eager_ms + compiled_ms FROM latest_results WHERE device = 'cuda'"
     ).fetchall()
-    # Per column: each recorded CUDA cell's wall seconds, and the seconds it timed by the
-    # timing plan (what it held the GPU's lock for at least).
-    walls: dict[CellConfig, list[tuple[float, float]]] = defaultdict(list)
-    for *column, wall_s, pair_ms in con.execute(
-        "SELECT backend, mode, dynamic, precision, step, wall_s, eager_ms + compiled_ms "
-        "FROM latest_results WHERE device = 'cuda' AND wall_s > 0"
-    ).fetchall():
-        walls[CellConfig(*column)].append((wall_s, _timed_s(pair_ms)))
     # Per column: each model's status (one per model: another batch or size of the same
-    # column is the same cell asked differently, and counts once).
+    # column is the same cell asked differently, and counts once); and each recorded
+    # cell's wall seconds with the seconds it timed by the timing plan (what it held the
+    # GPU's lock for at least), whatever its model.
     found: dict[CellConfig, dict[str, str]] = defaultdict(dict)
-    for *column, model_id, status in rows:
+    walls: dict[CellConfig, list[tuple[float, float]]] = defaultdict(list)
+    for *axes, model_id, status, wall_s, pair_ms in rows:
+        column = CellConfig(*axes)
         if model_id in suite_of:
-            found[CellConfig(*column)].setdefault(model_id, status)
+            found[column].setdefault(model_id, status)
+        if wall_s is not None and wall_s > 0:
+            walls[column].append((wall_s, _timed_s(pair_ms)))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
     print("| config | suite | recorded / planned | " + " | ".join(STATUSES) + " |")
@@ -90,7 +88,7 @@ def main() -> int:
             minutes = f"{seconds / 60:.1f}" if seconds else "-"
             print(f"| {run_id[:8]} | {started:%Y-%m-%d %H:%M} | {cells} | {minutes} | {rate} |")
     left = {column: len(specs) - len(found[column]) for column in sets}
-    _print_left(left, walls, *_parallelism(con, args.label))
+    _print_left(left, walls, *_parallelism(con, args.label, chunks))
     return 0
 
 
@@ -115,12 +113,13 @@ def _chunks(con, label: str) -> list[tuple]:
     ).fetchall()
 
 
-def _parallelism(con, label: str) -> tuple[float | None, str]:
-    """How many cells the chunks of ``label`` ran at once on average (their cells' wall
-    seconds over their own), with the label it came from: the headline chunks' where
-    ``label`` has none."""
+def _parallelism(con, label: str, chunks: list[tuple]) -> tuple[float | None, str]:
+    """How many cells ``chunks``, the runs of ``label``, ran at once on average (their
+    cells' wall seconds over their own), with the label it came from: the headline
+    chunks' where ``label``'s have no cells."""
     for source in dict.fromkeys((label, "zoo-headline")):
-        timed = [(walls, seconds) for *_, seconds, walls in _chunks(con, source) if seconds]
+        runs = chunks if source == label else _chunks(con, source)
+        timed = [(walls, seconds) for *_, seconds, walls in runs if seconds]
         cell_s = sum(walls or 0.0 for walls, _ in timed)
         if cell_s > 0:
             return cell_s / sum(seconds for _, seconds in timed), source

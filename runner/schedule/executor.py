@@ -479,21 +479,22 @@ class Executor:
                             # A crowded retry waits for a GPU to empty: nothing new
                             # starts meanwhile.
                             continue
-                        if ready is not None and ready.crowded_retries:
-                            wall = self._column_walls.get(ready.config)
-                            expected = statistics.median(wall) if wall else None
-                            if past_deadline or self._closed(deadline, expected):
-                                # Alone, it would likely end after the deadline: its last
-                                # attempt stands (a recorded row, or this run's result).
-                                _take(again, ready)
-                                last = pending.pop(ready.key, None)
-                                if last is not None:
-                                    _with_attempts(last, earlier.pop(ready.key, [])[:-1])
-                                    last.notes = "; ".join(
-                                        filter(None, [last.notes, ALONE_NOT_REACHED])
-                                    )
-                                    on_result(last)
-                                continue
+                        if (
+                            ready is not None
+                            and ready.crowded_retries
+                            and (past_deadline or self._cell_closed(ready, deadline))
+                        ):
+                            # Alone, it would likely end after the deadline: its last
+                            # attempt stands (a recorded row, or this run's result).
+                            _take(again, ready)
+                            last = pending.pop(ready.key, None)
+                            if last is not None:
+                                _last_attempt(last, earlier.pop(ready.key, []))
+                                last.notes = "; ".join(
+                                    filter(None, [last.notes, ALONE_NOT_REACHED])
+                                )
+                                on_result(last)
+                            continue
                         if (
                             ready is not None
                             and ready.extra.get(TRIAGE)
@@ -552,9 +553,7 @@ class Executor:
                     on_result(result)
             # Cells whose retry had not ended: their last attempt, as it ended.
             for key, result in pending.items():
-                attempts = earlier.get(key, [])
-                _with_attempts(result, attempts[:-1])
-                on_result(result)
+                on_result(_last_attempt(result, earlier.get(key, [])))
             raise interruption(stop) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
@@ -598,7 +597,12 @@ class Executor:
         its next cell."""
         peek = getattr(feed, "peek", None)
         upcoming = peek() if peek is not None else None
-        walls = self._column_walls.get(upcoming.config) if upcoming is not None else None
+        return self._cell_closed(upcoming, deadline)
+
+    def _cell_closed(self, cell: Cell | None, deadline: float | None) -> bool:
+        """Whether ``cell`` started now would likely end after ``deadline``: by the
+        median of its column's cells finished so far, else of the whole run's."""
+        walls = self._column_walls.get(cell.config) if cell is not None else None
         return self._closed(deadline, statistics.median(walls) if walls else None)
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
@@ -719,6 +723,13 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
     index = next(i for i, queued in enumerate(again) if queued is cell)
     del again[index]
     return cell
+
+
+def _last_attempt(result: CellResult, attempts: list[str]) -> CellResult:
+    """``result``, a cell's last attempt, reported because its retry will not run: its
+    notes say what the attempts before it ended as (``attempts`` ends with its own)."""
+    _with_attempts(result, attempts[:-1])
+    return result
 
 
 def _with_attempts(result: CellResult, attempts: list[str]) -> None:
