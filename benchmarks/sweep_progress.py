@@ -13,9 +13,10 @@ the headline column's); the chunk table lists the runs of the sweep's label.
 The last table estimates the device time left per config: the cells left, times the
 mean wall time of the config's recorded CUDA cells (any model's) over the parallelism
 the sweep's chunks reached (their cells' wall time over the chunks' own; the headline
-chunks' where the label has none), or times the seconds such a cell timed where that is
-more (timing holds the GPU alone, so it never overlaps). An estimate from what was
-measured, no more: a config with few recorded cells, or cells of lighter models than the
+chunks' where the label has none), or times the seconds such a cell held the GPU alone
+where that is more (timing and autotuning never overlap: max-autotune's columns are
+bound by their tuning). A cell recorded before rows kept those seconds counts the time
+its timing plan gives its calls instead. An estimate from what was measured, no more: a config with few recorded cells, or cells of lighter models than the
 ones left, reads low; the chunks' tails are in the parallelism.
 """
 
@@ -53,20 +54,21 @@ def main() -> int:
         print(f"warning: {problem}", file=sys.stderr)
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, wall_s, "
-        "eager_ms + compiled_ms FROM latest_results WHERE device = 'cuda'"
+        "eager_ms + compiled_ms, gpu_timing_s + gpu_tuning_s FROM latest_results "
+        "WHERE device = 'cuda'"
     ).fetchall()
     # Per column: each model's status (one per model: another batch or size of the same
     # column is the same cell asked differently, and counts once); and each recorded
-    # cell's wall seconds with the seconds it timed by the timing plan (what it held the
-    # GPU's lock for at least), whatever its model.
+    # cell's wall seconds with the seconds it held the GPU alone (recorded, or what its
+    # timing plan gives its calls), whatever its model.
     found: dict[CellConfig, dict[str, str]] = defaultdict(dict)
     walls: dict[CellConfig, list[tuple[float, float]]] = defaultdict(list)
-    for *axes, model_id, status, wall_s, pair_ms in rows:
+    for *axes, model_id, status, wall_s, pair_ms, alone_s in rows:
         column = CellConfig(*axes)
         if model_id in suite_of:
             found[column].setdefault(model_id, status)
         if wall_s is not None and wall_s > 0:
-            walls[column].append((wall_s, _timed_s(pair_ms)))
+            walls[column].append((wall_s, alone_s if alone_s is not None else _timed_s(pair_ms)))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
     print("| config | suite | recorded / planned | " + " | ".join(STATUSES) + " |")
@@ -137,9 +139,13 @@ def _print_left(
         return
     print(
         f"\nDevice time left, estimated (parallelism {parallel:.1f}, from the {source} "
-        "chunks; a cell's mean wall time over it, or its timed seconds where more):\n"
+        "chunks; a cell's mean wall time over it, or its seconds with the GPU alone where "
+        "more):\n"
     )
-    print("| config | cells left | mean cell wall s (cells) | mean timed s | device hours left |")
+    print(
+        "| config | cells left | mean cell wall s (cells) | mean s with the GPU alone "
+        "| device hours left |"
+    )
     print("| --- | --- | --- | --- | --- |")
     total, unknown = 0.0, 0
     for column, cells in left.items():

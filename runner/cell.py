@@ -35,6 +35,7 @@ from runner.matrix.phases import (
     REFERENCE,
 )
 from runner.matrix.results import FAIL_ACCURACY, OOM, PASS, UNSUPPORTED, CellResult
+from runner.measure import vec_isa
 from runner.measure.accuracy import accuracy_tolerance, compare_outputs
 from runner.measure.context import CellContext, Gate, Unsupported, no_gate
 from runner.measure.failure import classify, device_memory_note, record_failure, signature
@@ -87,6 +88,12 @@ def measure_cell(
     ``inputs_fn(batch_size, device, seq_len)`` replace ``cell.spec.build`` and
     ``cell.spec.example_inputs``.
     """
+    # Inductor's machine-wide probe before the cell's clock starts: recorded once per
+    # machine, reused by every cell after it (runner.measure.vec_isa).
+    if backends.get(cell.config.backend).builds_cpp(cell.device, cell.config.mode):
+        vec_isa.ensure()
+    else:
+        vec_isa.known()
     result = CellResult.for_cell(cell, started_at=utc_now_iso())
     started = time.perf_counter()
     ctx = CellContext(cell, result, report_phase, gate)

@@ -327,8 +327,27 @@ def test_zoo_run_with_two_workers_records_every_cell(tmp_path, capsys, quiet):
     assert main([*args, "--workers", "2", "--db", str(db), *quiet]) == 0
     assert "2 worker(s) (quiet timing)" in capsys.readouterr().err  # on cpu, always
     with duckdb.connect(str(db), read_only=True) as con:
-        rows = con.execute("SELECT model_id, status FROM results ORDER BY model_id").fetchall()
-    assert rows == [("timm/test_resnet", "pass"), ("timm/test_vit", "pass")]
+        rows = con.execute(
+            "SELECT model_id, status, gpu_timing_s, gpu_tuning_s FROM results ORDER BY model_id"
+        ).fetchall()
+    assert [row[:2] for row in rows] == [("timm/test_resnet", "pass"), ("timm/test_vit", "pass")]
+    # What each cost its device: the timed calls held it alone; eager tunes nothing.
+    assert all(timing > 0 and tuning == 0 for *_, timing, tuning in rows), rows
+
+
+def test_the_lock_counts_the_seconds_each_kind_of_hold_lasted(tmp_path):
+    lock = GpuLock("GPU-tally", tmp_path)
+    with lock.held(UNTIMED):
+        time.sleep(0.05)
+        with lock.held(TUNING):  # the shared hold turns exclusive for the block
+            time.sleep(0.5)
+        time.sleep(0.05)
+    with lock.held(TIMING):
+        time.sleep(0.05)
+    assert set(lock.held_s) == {UNTIMED, TUNING, TIMING}
+    assert lock.held_s[TUNING] >= 0.5 and lock.held_s[TIMING] >= 0.05
+    # The untimed hold's two stretches, without the tuning block between them.
+    assert 0.1 <= lock.held_s[UNTIMED] < 0.5
 
 
 def test_cores_are_split_between_compiling_and_the_timing_of_each_gpu():

@@ -161,7 +161,13 @@ def test_a_version_4_database_gets_the_abandoned_status_and_keeps_its_runs(db):
         before = con.execute("SELECT * FROM runs ORDER BY run_id").fetchall()
     store = Store.open(db)
     with duckdb.connect(str(db)) as con:
-        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (5,)
+        assert con.execute("SELECT max(version) FROM schema_version").fetchone() == (
+            SCHEMA_VERSION,
+        )
+        # Rows recorded before version 6 kept no GPU-alone seconds.
+        assert con.execute("SELECT gpu_timing_s, gpu_tuning_s FROM results").fetchall() == [
+            (None, None)
+        ]
         after = con.execute("SELECT * EXCLUDE (pid, pid_started) FROM runs ORDER BY run_id")
         assert after.fetchall() == before
         assert con.execute("SELECT DISTINCT pid, pid_started FROM runs").fetchall() == [

@@ -76,6 +76,18 @@ class BackendEntry:
     # variables a worker running its cells must start with (computed in the parent,
     # without torch): cells whose backends ask for different ones never share a worker.
     worker_env: str | None = None
+    # Whether its cells on the CPU build C++ kernels with the host's compiler, and the
+    # modes or mode options (ANY_MODE: every cell) that build C++ on any device (a C++
+    # wrapper, an AOTInductor package): Inductor probes the host's vector instructions
+    # first (runner.measure.vec_isa).
+    cpp_on_cpu: bool = False
+    cpp_modes: tuple[str, ...] = ()
+
+    def builds_cpp(self, device: str, mode: str) -> bool:
+        """Whether a cell of ``mode`` on ``device`` builds C++ with the host's compiler."""
+        if (device == "cpu" and self.cpp_on_cpu) or ANY_MODE in self.cpp_modes:
+            return True
+        return any(part in self.cpp_modes for part in mode.split(MODE_OPTION))
 
     def modes_for(self, asked: tuple[str, ...] | None) -> tuple[str, ...]:
         """The modes of its cells for the modes asked for (None: its default)."""
@@ -142,6 +154,8 @@ BACKENDS: dict[str, BackendEntry] = {
             steps=_TRAINS,
             ladder=True,
             cuda_graphs=("reduce-overhead", "max-autotune"),
+            cpp_on_cpu=True,
+            cpp_modes=("cpp_wrapper",),
             mode_cannot_run={
                 ("reduce-overhead", "cpu"): (
                     "mode reduce-overhead uses CUDA graphs, which need CUDA (device is cpu)"
@@ -199,6 +213,8 @@ BACKENDS: dict[str, BackendEntry] = {
             "runner.backends.export:AotInductor",
             modes=AOT_INDUCTOR_MODES,
             treatment="cast",
+            cpp_on_cpu=True,
+            cpp_modes=(ANY_MODE,),
             snippet=(
                 "with {precision}:\n"
                 "    program = torch.export.export(model, inputs{shapes})\n"

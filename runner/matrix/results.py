@@ -171,6 +171,11 @@ class CellResult:
     precision_treatment: str | None = None
     notes: str | None = None
     wall_s: float | None = None
+    # what the cell cost its GPU: the seconds its worker held the GPU alone to time its
+    # calls, and to autotune (Inductor's and XLA's kernel benchmarking) while compiling
+    # (runner.schedule.gpu_lock); None where its worker kept no lock
+    gpu_timing_s: float | None = None
+    gpu_tuning_s: float | None = None
     started_at: str | None = None
     finished_at: str | None = None
     graph_breaks: list[GraphBreak] = field(default_factory=list)

@@ -87,6 +87,9 @@ class GpuLock:
         self._kinds: list[str] = []
         self._stretch: tuple[str, float] | None = None
         self._mutex = threading.RLock()
+        # Seconds this process held the lock, per kind, since the caller last cleared it
+        # (a worker clears it before each cell and records it in the cell's row).
+        self.held_s: dict[str, float] = {}
 
     @contextlib.contextmanager
     def held(self, kind: str = TIMING) -> Iterator[None]:
@@ -146,9 +149,12 @@ class GpuLock:
         self._stretch = (kind, time.time())
 
     def _end(self) -> None:
-        if self.holds_log is not None and self._stretch is not None:
+        if self._stretch is not None:
             kind, start = self._stretch
-            self.holds_log.record(self.key, kind, start, time.time())
+            end = time.time()
+            self.held_s[kind] = self.held_s.get(kind, 0.0) + end - start
+            if self.holds_log is not None:
+                self.holds_log.record(self.key, kind, start, end)
         self._stretch = None
 
     def _release(self) -> None:

@@ -19,6 +19,7 @@ import signal
 import sys
 from pathlib import Path
 
+from runner.matrix.holds import TIMING, TUNING
 from runner.matrix.phases import WAITING
 from runner.measure.host import die_with_parent, parse_cpus
 
@@ -70,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         _write_atomic(args.status_file, f"{current['key']} {phase}")
 
     gate = no_gate
+    lock = None
     if args.lock_key:
         from runner.schedule.cpus import Boost, keep_helpers_low
         from runner.schedule.gpu_lock import DEFAULT_LOCK_DIR, GpuLock
@@ -102,10 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         current["key"] = cell.key
         print(f"=== zoo-matrix worker: cell {cell.key} {cell.describe()}", file=sys.stderr)
         sys.stderr.flush()
+        if lock is not None:
+            lock.held_s.clear()
         if cell.extra.get(triage.TRIAGE):
             result = triage.ladder(cell, report_phase=report_phase, gate=gate)
         else:
             result = measure_cell(cell, report_phase=report_phase, gate=gate)
+        if lock is not None:
+            result.gpu_timing_s = lock.held_s.get(TIMING, 0.0)
+            result.gpu_tuning_s = lock.held_s.get(TUNING, 0.0)
         _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
         _write_atomic(args.status_file, "ready")
     return 0

@@ -29,7 +29,7 @@ from runner.matrix.results import CellResult, GraphBreak, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # abandoned: the run's process died without finishing it (killed, the host rebooted);
 # a later run on its host found it so (runner.matrix.process) and counted its rows.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
@@ -289,6 +289,14 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             "ALTER TABLE results ADD COLUMN triage_repro VARCHAR",
             # --trace: the failing rung's structured trace and tlparse report.
             "ALTER TABLE results ADD COLUMN triage_trace VARCHAR",
+        ),
+    ),
+    (
+        6,
+        (
+            # What a cell cost its GPU: seconds held alone to time, and to autotune.
+            "ALTER TABLE results ADD COLUMN gpu_timing_s DOUBLE",
+            "ALTER TABLE results ADD COLUMN gpu_tuning_s DOUBLE",
         ),
     ),
 ]
