@@ -93,7 +93,13 @@ def main(argv: list[str] | None = None) -> int:
 def _run_until(command: list[str], seconds: float) -> int:
     """``command``'s exit status; SIGINT (zoo-run records what it can and stops) after
     ``seconds``, SIGKILL if it has not stopped 20 s later."""
-    process = subprocess.Popen(command, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        command,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Started in the background (`nohup ... &` in a job script), this process has
+        # SIGINT ignored, which zoo-run would inherit and keep: the stop below relies on it.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         return process.wait(timeout=max(1.0, seconds))
     except subprocess.TimeoutExpired:

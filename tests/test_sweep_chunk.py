@@ -4,6 +4,7 @@ is exported."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -80,3 +81,26 @@ def test_bad_input_is_refused_before_anything_runs(tmp_path):
         done = _chunk("--db", str(db), *args)
         assert done.returncode == 2 and message in done.stderr, (args, done.stderr)
     assert not db.exists()
+
+
+def test_the_chunk_end_stops_zoo_run_even_when_started_in_the_background():
+    """A job script's `sweep_chunk.py ... &` runs with SIGINT ignored, which a child
+    inherits: the chunk's end must still reach zoo-run as SIGINT (so that it records
+    what it can), not fall through to SIGKILL 20 s later."""
+    script = f"""
+import importlib.util, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `cmd &` in a non-interactive shell
+spec = importlib.util.spec_from_file_location("sweep_chunk", {str(CHUNK)!r})
+chunk = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(chunk)
+started = time.monotonic()
+status = chunk._run_until([sys.executable, "-c", "import time; time.sleep(120)"], 1.0)
+print(status, time.monotonic() - started)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    status, seconds = done.stdout.split()
+    # Python dies of an uncaught KeyboardInterrupt by SIGINT itself.
+    assert int(status) == -signal.SIGINT and float(seconds) < 15
