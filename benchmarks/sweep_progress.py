@@ -16,8 +16,9 @@ the sweep's chunks reached (their cells' wall time over the chunks' own; the hea
 chunks' where the label has none), or times the seconds such a cell held the GPU alone
 where that is more (timing and autotuning never overlap: max-autotune's columns are
 bound by their tuning). A cell recorded before rows kept those seconds counts the time
-its timing plan gives its calls instead. An estimate from what was measured, no more: a config with few recorded cells, or cells of lighter models than the
-ones left, reads low; the chunks' tails are in the parallelism.
+its timing plan gives its calls instead. An estimate from what was measured, no more: a
+config with few recorded cells, or cells of lighter models than the ones left, reads
+low; the chunks' tails are in the parallelism.
 """
 
 from __future__ import annotations

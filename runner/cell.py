@@ -89,10 +89,13 @@ def measure_cell(
     ``cell.spec.example_inputs``.
     """
     # Inductor's machine-wide probe before the cell's clock starts: recorded once per
-    # machine, reused by every cell after it (runner.measure.vec_isa).
-    if backends.get(cell.config.backend).builds_cpp(cell.device, cell.config.mode):
+    # machine, reused by every cell after it (runner.measure.vec_isa). A cell of an
+    # Inductor backend that builds no C++ itself may still (a graph's CPU part): it uses
+    # the record if there is one; other backends never build C++.
+    entry = backends.get(cell.config.backend)
+    if entry.builds_cpp(cell.device, cell.config.mode):
         vec_isa.ensure()
-    else:
+    elif entry.cpp_on_cpu:
         vec_isa.known()
     result = CellResult.for_cell(cell, started_at=utc_now_iso())
     started = time.perf_counter()

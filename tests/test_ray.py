@@ -24,6 +24,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from runner.cli.run import main
+from tests.reliability.zoo_run import sigint_as_a_terminal_sends_it
 from tests.results import rows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,9 +94,7 @@ def _zoo_run(*args: str) -> subprocess.Popen:
         text=True,
         env=env,
         cwd=ROOT,
-        # A test run started in the background (`cmd &` in a script) inherits SIGINT
-        # ignored, and Python then keeps it so: zoo-run gets Ctrl-C as a terminal sends it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_a_terminal_sends_it,
     )
 
 

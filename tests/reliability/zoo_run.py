@@ -43,6 +43,13 @@ class ZooRun:
         return "".join(self.lines)
 
 
+def sigint_as_a_terminal_sends_it() -> None:
+    """A launched zoo-run's ``preexec_fn``: a test run started in the background
+    inherits SIGINT ignored, and Python then leaves it so; reset, zoo-run gets Ctrl-C as
+    a terminal would send it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(tmp: Path, *args: str) -> ZooRun:
     """``zoo-run ARGS`` (this checkout's) with ``tmp`` as its temporary directory."""
     tmp.mkdir(parents=True, exist_ok=True)
@@ -54,9 +61,7 @@ def start(tmp: Path, *args: str) -> ZooRun:
         text=True,
         env=env,
         cwd=REPO,
-        # A test run started in the background inherits SIGINT ignored, and Python then
-        # leaves it so: zoo-run gets Ctrl-C as a terminal would send it.
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        preexec_fn=sigint_as_a_terminal_sends_it,
     )
     return ZooRun(process)
 
