@@ -77,6 +77,9 @@ MINIFY_BUDGET_S = 900.0
 TRACE_DIR_ENV = "ZOO_TRACE_DIR"
 TRACE_PHASE = "triage trace"
 TLPARSE_S = 120.0
+# The most of a cell's compile that a ladder rung below its backend is priced at
+# (``rung_below_s``).
+LADDER_COMPILE_SHARE = 0.5
 # The repro's own check run, after minifying.
 REPRO_CHECK_S = 300.0
 # The most of a repro script a row keeps.
@@ -89,11 +92,26 @@ def job_timeout(cell: Cell, mode: str) -> float:
     return job_seconds(cell, mode, cell.timeout_s)
 
 
-def job_seconds(cell: Cell, mode: str, rung_s: float) -> float:
+def job_seconds(cell: Cell, mode: str, rung_s: float, below_s: float | None = None) -> float:
     """A triage job of ``cell`` at ``rung_s`` a rung: each rung runs the cell once, then
-    the bisector or the minifier may take its budget."""
+    the bisector or the minifier may take its budget. ``below_s``: what each rung below
+    the cell's own backend takes, where that is known to be less (``rung_s`` if not)."""
     extra = {BISECT: BISECT_BUDGET_S, MINIFY: MINIFY_BUDGET_S + REPRO_CHECK_S}.get(mode, 0.0)
-    return rung_s * len(rungs(cell)) + extra
+    below = rung_s if below_s is None else below_s
+    return below * (len(rungs(cell)) - 1) + rung_s + extra
+
+
+def rung_below_s(result: CellResult) -> float | None:
+    """What a ladder rung below the backend likely takes for the cell of ``result``, a
+    measured cell whose compile ended (it failed the accuracy check): its wall time less
+    the part of its compile that only the backend does. The rungs trace the model as the
+    backend does but lower nothing (hrnet_w18, one thread of this 2-core CPU: dynamo 18 s,
+    aot_eager 25 s, aot_eager_decomp_partition 33 s; its Inductor compile on the H200
+    took 108 s); ``LADDER_COMPILE_SHARE`` of the compile bounds them. None where the
+    compile did not end, or took no time: each rung is then priced as the whole cell."""
+    if result.status != FAIL_ACCURACY or not result.compile_s or result.wall_s is None:
+        return None
+    return max(0.0, result.wall_s - (1.0 - LADDER_COMPILE_SHARE) * result.compile_s)
 
 
 def job_of_recorded(cell: Cell, mode: str, run_id: str, recorded: CellResult) -> Cell:

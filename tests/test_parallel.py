@@ -716,6 +716,31 @@ def test_a_column_next_cell_is_judged_by_its_own_column(tmp_path):
     assert not executor._feed_closed(_ListFeed([fresh]), time.monotonic() + 400.0)
 
 
+def test_a_triage_job_of_a_cell_that_compiled_prices_its_lower_rungs_below_its_compile():
+    """hrnet_w18's recorded row on the H200 (fail_accuracy, wall 123.7 s, Inductor compile
+    107.9 s): its ladder job is three rungs that trace but lower nothing, and one Inductor
+    rung. Priced as four whole cells (495 s) it fit no chunk's 460 s limit, run after run;
+    the rungs below are priced at the wall less half the compile (333 s). A cell whose
+    compile did not end is priced as before: it may fail on every rung only after as long."""
+    from runner.matrix.results import CellResult
+    from runner.schedule.executor import _triage_s
+    from runner.triage import TRIAGE, job_seconds
+
+    cell = dataclasses.replace(
+        _eager_cpu_cell("toy_models.py:TinyMLP"),
+        config=CellConfig("inductor", "default", "false", "bf16"),
+    )
+    job = dataclasses.replace(cell, extra={TRIAGE: "ladder"})
+    accuracy = CellResult.for_cell(cell, status="fail_accuracy", wall_s=123.7, compile_s=107.9)
+    assert _triage_s(job, {cell.key: accuracy}) == pytest.approx(3 * (123.7 - 53.95) + 123.7)
+    assert _triage_s(job, {cell.key: accuracy}) < 460.0 < job_seconds(job, "ladder", 123.7)
+    broken = CellResult.for_cell(cell, status="compile_error", wall_s=123.7, compile_s=100.0)
+    assert _triage_s(job, {cell.key: broken}) == pytest.approx(4 * 123.7)
+    # A bisect job adds its budget to the ladder.
+    bisect = dataclasses.replace(cell, extra={TRIAGE: "bisect"})
+    assert _triage_s(bisect, {cell.key: accuracy}) > _triage_s(job, {cell.key: accuracy}) + 500
+
+
 @pytest.mark.slow
 def test_a_triage_job_is_judged_by_its_own_cells_time(tmp_path):
     """Five fast cells, then a slow one that fails under inductor: its triage job

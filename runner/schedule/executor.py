@@ -41,7 +41,14 @@ from runner.matrix.results import (
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
-from runner.triage import RECORDED, TRIAGE, job_seconds, job_timeout, wants_triage
+from runner.triage import (
+    RECORDED,
+    TRIAGE,
+    job_seconds,
+    job_timeout,
+    rung_below_s,
+    wants_triage,
+)
 from runner.triage import merge as merge_triage
 from zoo.errors import interruption, raise_terminated
 
@@ -763,8 +770,11 @@ def _recorded_job(cell: Cell) -> tuple[Cell, CellResult]:
 def _triage_s(job: Cell, held: dict[str, CellResult]) -> float:
     """What a triage job likely takes: it runs its failing cell once per rung, so that
     cell's own time per rung (a large model's triage is several of its compiles, not
-    the run's median cell)."""
-    return job_seconds(job, job.extra[TRIAGE], held[job.key].wall_s or 0.0)
+    the run's median cell), less for the rungs below its backend where its compile
+    ended (``rung_below_s``): priced as four whole cells, a large model's job would
+    never fit a chunked sweep's time limit."""
+    failed = held[job.key]
+    return job_seconds(job, job.extra[TRIAGE], failed.wall_s or 0.0, rung_below_s(failed))
 
 
 def _stack_dump(log: str) -> str | None:
