@@ -21,12 +21,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 _CHILD = """
-import json, os
+import json, os, subprocess
 from runner.measure import vec_isa
-from torch._inductor import config
+from torch._inductor import config, cpu_vec_isa
 skipped = vec_isa.ensure()
+# What Inductor picks next, and how many programs it loads in processes of its own
+# to pick it (each set's check and its features' checks).
+loads, check_call = [], subprocess.check_call
+subprocess.check_call = lambda *a, **k: (loads.append(a), check_call(*a, **k))[1]
+picked = cpu_vec_isa.pick_vec_isa()
 print(json.dumps({"skipped": skipped, "env": os.environ.get(vec_isa.VEC_ISA_OK_ENV),
-                  "config": config.cpp.vec_isa_ok}))
+                  "config": config.cpp.vec_isa_ok, "picked": str(picked),
+                  "loads": len(loads)}))
 """
 
 
@@ -39,11 +45,12 @@ def fresh(tmp_path, monkeypatch) -> Iterator[Path]:
         yield tmp_path / "cache"
 
 
-def _record(builds: list[str]) -> Path:
+def _record(builds: list[str], **fields) -> Path:
     candidates = vec_isa.advertised()
     path = vec_isa.answer_path(candidates)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"advertised": candidates, "builds": builds}))
+    record = {"advertised": candidates, "builds": builds, "checks": {}, **fields}
+    path.write_text(json.dumps({k: v for k, v in record.items() if v is not None}))
     return path
 
 
@@ -60,7 +67,16 @@ def test_a_recorded_answer_skips_the_probe_here_and_in_the_processes_started_aft
     assert vec_isa.known()
     assert os.environ[vec_isa.VEC_ISA_OK_ENV] == "1" and inductor_config.cpp.vec_isa_ok is True
     # A process this one starts (the minifier's, a repro's) inherits the switch.
-    assert _child(dict(os.environ)) == {"skipped": True, "env": "1", "config": True}
+    child = _child(dict(os.environ))
+    assert (child["skipped"], child["env"], child["config"]) == (True, "1", True)
+
+
+def test_a_record_without_the_feature_checks_is_not_used(fresh):
+    """A record of the first format (each set's answer, none of its features') would
+    leave every process to check the features again: it counts as no record."""
+    _record(vec_isa.advertised(), checks=None)
+    assert not vec_isa.known()
+    assert vec_isa.VEC_ISA_OK_ENV not in os.environ and inductor_config.cpp.vec_isa_ok is None
 
 
 def test_an_answer_short_of_what_the_cpu_advertises_leaves_the_probe_to_inductor(fresh):
@@ -92,9 +108,17 @@ def test_the_first_cell_probes_and_records_what_every_later_process_reads(fresh)
     """Inductor's real probe (builds and loads each advertised set), in a process of its
     own; a second process finds the record and builds nothing."""
     env = {k: v for k, v in os.environ.items() if k != vec_isa.VEC_ISA_OK_ENV}
-    assert _child(env) == {"skipped": True, "env": "1", "config": True}
+    first = _child(env)
+    assert (first["skipped"], first["env"], first["config"]) == (True, "1", True)
     (record,) = fresh.glob("zoo-matrix/inductor-vec-isa-*.json")
     answer = json.loads(record.read_text())
     assert answer["builds"] == answer["advertised"] == vec_isa.advertised()
+    assert answer["checks"] and all(isinstance(v, bool) for v in answer["checks"].values())
     written = record.stat().st_mtime_ns
-    assert _child(env)["skipped"] and record.stat().st_mtime_ns == written
+    # The second process reads the record: Inductor picks the same set, and loads no
+    # program to pick it (without the recorded feature checks: one per feature).
+    second = _child(env)
+    assert second == {**first, "loads": 0}
+    assert record.stat().st_mtime_ns == written
+    # A process started with the switch set (as the minifier's are) uses the record too.
+    assert _child({**env, vec_isa.VEC_ISA_OK_ENV: "1"}) == second
