@@ -17,7 +17,8 @@ With ``minify``, a cell whose failure reaches a backend's graph (every rung abov
 is compiled once more with dynamo's minifier armed (``repro_after``: after AOT autograd
 for Inductor, after dynamo for the other rungs; ``repro_level`` 4, the accuracy check, for
 ``fail_accuracy``, else 2); the launcher it writes is run in a child process, which
-shrinks the graph while the failure persists and writes ``repro.py``. The script is kept
+shrinks the graph while the failure persists and writes ``repro.py`` (trying each smaller
+graph in that process for a failure Python reports, in one of its own for a crash). The script is kept
 in the row (``triage_repro``, its inputs drawn at random: no saved tensors travel with
 it) and run once to check that it still fails. Bounded by ``MINIFY_BUDGET_S``.
 """
@@ -41,6 +42,7 @@ from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import UNTIMED
 from runner.matrix.results import (
+    COMPILE_ERROR,
     FAIL_ACCURACY,
     PASS,
     TRIAGED_STATUSES,
@@ -80,6 +82,12 @@ TLPARSE_S = 120.0
 # The most of a cell's compile that a ladder rung below its backend is priced at
 # (``rung_below_s``).
 LADDER_COMPILE_SHARE = 0.5
+# The failures the minifier shrinks in its own process (``--no-isolate``): Python reports
+# them, so a smaller graph that fails leaves the minifier standing. A process per try (the
+# default, kept for a crash, which would take the minifier down with it) costs a Python
+# start, torch's import and Inductor's ISA feature checks a try: the minifier test's
+# relu-and-add graph took 9 tries, ~20-30 s each, on 2 cores.
+IN_PROCESS_MINIFY = (FAIL_ACCURACY, COMPILE_ERROR)
 # The repro's own check run, after minifying.
 REPRO_CHECK_S = 300.0
 # The most of a repro script a row keeps.
@@ -184,7 +192,10 @@ def ladder(
             elif mode == MINIFY:
                 report_phase(f"{MINIFY_PHASE} {config.backend}")
                 verdict.triage_minify, verdict.triage_repro = minify(
-                    with_config(cell, config), gate, accuracy=rung.status == FAIL_ACCURACY
+                    with_config(cell, config),
+                    gate,
+                    accuracy=rung.status == FAIL_ACCURACY,
+                    isolate=rung.status not in IN_PROCESS_MINIFY,
                 )
             break
     return verdict
@@ -284,10 +295,17 @@ def trace(cell: Cell, gate: Gate, folder: Path) -> str:
 
 
 def minify(
-    cell: Cell, gate: Gate, *, accuracy: bool, budget_s: float = MINIFY_BUDGET_S
+    cell: Cell,
+    gate: Gate,
+    *,
+    accuracy: bool,
+    isolate: bool = True,
+    budget_s: float = MINIFY_BUDGET_S,
 ) -> tuple[str, str | None]:
     """Dynamo's minifier on a cell that fails under its (rung's) backend: a line saying
-    what it found, and the repro script (None when it wrote none)."""
+    what it found, and the repro script (None when it wrote none). With ``isolate``, the
+    minifier tries each smaller graph in a process of its own (torch's default), else in
+    its own process (``IN_PROCESS_MINIFY``)."""
     if cell.config.backend == "eager":
         return "not minified: the failure is dynamo's own, before any graph exists", None
     import torch._dynamo.config as dynamo_config
@@ -317,7 +335,14 @@ def minify(
         # Untimed work on the GPU: beside other untimed work, never beside timing.
         with gate(UNTIMED):
             minified = _run_child(
-                [sys.executable, str(launchers[0]), "minify"], work, max(left, 1.0)
+                [
+                    sys.executable,
+                    str(launchers[0]),
+                    "minify",
+                    *([] if isolate else ["--no-isolate"]),
+                ],
+                work,
+                max(left, 1.0),
             )
         if minified is None:
             return f"no minimal repro within {budget_s:.0f} s", None
