@@ -18,9 +18,10 @@ is compiled once more with dynamo's minifier armed (``repro_after``: after AOT a
 for Inductor, after dynamo for the other rungs; ``repro_level`` 4, the accuracy check, for
 ``fail_accuracy``, else 2); the launcher it writes is run in a child process, which
 shrinks the graph while the failure persists and writes ``repro.py`` (trying each smaller
-graph in that process for a failure Python reports, in one of its own for a crash). The script is kept
-in the row (``triage_repro``, its inputs drawn at random: no saved tensors travel with
-it) and run once to check that it still fails. Bounded by ``MINIFY_BUDGET_S``.
+graph in that process for a failure Python reports, in one of its own for a crash). The
+script is kept in the row (``triage_repro``, its inputs drawn at random: no saved tensors
+travel with it) and run once to check that it still fails. Bounded by
+``MINIFY_BUDGET_S``.
 """
 
 from __future__ import annotations
@@ -304,8 +305,8 @@ def minify(
 ) -> tuple[str, str | None]:
     """Dynamo's minifier on a cell that fails under its (rung's) backend: a line saying
     what it found, and the repro script (None when it wrote none). With ``isolate``, the
-    minifier tries each smaller graph in a process of its own (torch's default), else in
-    its own process (``IN_PROCESS_MINIFY``)."""
+    minifier tries each smaller graph in a process of its own (torch's default), else all
+    of them in the minifier's process (``IN_PROCESS_MINIFY``)."""
     if cell.config.backend == "eager":
         return "not minified: the failure is dynamo's own, before any graph exists", None
     import torch._dynamo.config as dynamo_config

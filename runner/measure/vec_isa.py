@@ -167,6 +167,13 @@ def _serve(checks: dict[str, bool]) -> None:
     cls.check_build = check_build
 
 
+def _serving() -> bool:
+    """Whether this process answers the feature checks from a record already."""
+    from torch._inductor import cpu_vec_isa
+
+    return hasattr(cpu_vec_isa.VecISA.__dict__["check_build"], "_zoo_served")
+
+
 def _accept(candidates: list[str], builds: list[str], checks: dict[str, bool]) -> bool:
     """Skip Inductor's probe in this process and its children when it found every
     advertised set builds, and its feature checks in this process; otherwise leave
@@ -193,6 +200,8 @@ def known() -> bool:
     switch = os.environ.get(VEC_ISA_OK_ENV)
     if not _x86():
         return switch == "1"
+    if switch == "1" and _serving():
+        return True  # read already, by this process's first cell
     candidates = advertised()
     record = _read(answer_path(candidates))
     if switch is not None:
