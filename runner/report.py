@@ -55,6 +55,30 @@ def make_progress(console: Console) -> Progress:
     )
 
 
+class InFlight:
+    """The cells running now, for the progress line: the newest phase of a cell still in
+    flight, never one already recorded (with many workers the last phase reported is
+    often a cell that has finished since)."""
+
+    def __init__(self) -> None:
+        self._phases: dict[str, str] = {}  # cell key -> its latest phase, latest last
+
+    def phase(self, key: str, text: str) -> None:
+        self._phases.pop(key, None)
+        self._phases[key] = text
+
+    def finish(self, key: str) -> bool:
+        """Forget a recorded cell; False if it was not in flight here."""
+        return self._phases.pop(key, None) is not None
+
+    def line(self) -> str:
+        if not self._phases:
+            return "waiting for a worker"
+        latest = next(reversed(self._phases.values()))
+        others = len(self._phases) - 1
+        return latest + (f" (+{others} running)" if others else "")
+
+
 def cell_line(result: CellResult, done: int, total: int) -> Text:
     """One line per finished cell, so logs of non-interactive runs say what happened."""
     mode = "" if result.mode == NO_MODE else f"/{result.mode}"

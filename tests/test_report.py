@@ -9,7 +9,7 @@ from rich.console import Console
 
 from runner.cli.run import _console
 from runner.matrix.results import CellResult
-from runner.report import cell_line, make_progress, summary_table
+from runner.report import InFlight, cell_line, make_progress, summary_table
 from tests.results import make_result
 
 MARKUP = "chat template must end with [/INST] [bold]x[/bold] [red]"
@@ -43,6 +43,19 @@ def test_a_cell_line_keeps_its_numbers_and_styles_its_status():
     line = cell_line(result(status="pass", error_signature=None, speedup=1.5, compile_s=2.0), 1, 1)
     assert line.plain == "[1/1] custom/m:[word] eager dyn=false fp32 pass 1.50x compile 2.0s"
     assert [span.style for span in line.spans] == ["green"]
+
+
+def test_the_progress_line_names_a_cell_still_running():
+    running = InFlight()
+    assert running.line() == "waiting for a worker"
+    running.phase("a", "timm/a · compiling")
+    running.phase("b", "timm/b · compiling")
+    running.phase("a", "timm/a · timing")
+    assert running.line() == "timm/a · timing (+1 running)"
+    assert running.finish("a") and not running.finish("a")
+    assert running.line() == "timm/b · compiling"
+    running.finish("b")
+    assert running.line() == "waiting for a worker"
 
 
 def test_progress_descriptions_and_the_summary_are_text():

@@ -627,7 +627,14 @@ def _cluster_line(cluster, workers: int | None) -> str:
 
 def _execute(args, argv, plan: Plan, env, store, console, out, device: str, cluster=None) -> int:
     from runner import env as environment
-    from runner.report import cell_line, make_progress, node_lines, node_table, summary_table
+    from runner.report import (
+        InFlight,
+        cell_line,
+        make_progress,
+        node_lines,
+        node_table,
+        summary_table,
+    )
     from runner.schedule.cpus import default_workers
     from runner.session import Placement, Session
 
@@ -667,12 +674,14 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         for node in cluster.nodes:
             node_tasks[node.name] = progress.add_task(f"  {node.name} · waiting", total=None)
     node_of: dict[str, str] = {}
+    running = InFlight()
     done = 0
 
     def describe(cell, what: str) -> None:
         node = node_of.get(cell.key)
         if node is None:
-            progress.update(task, description=f"{cell.describe()} · {what}")
+            running.phase(cell.key, f"{cell.describe()} · {what}")
+            progress.update(task, description=running.line())
         else:
             progress.update(node_tasks[node], description=f"  {node} · {cell.describe()} · {what}")
 
@@ -684,6 +693,8 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         done += 1
         progress.advance(task)
         node = node_of.pop(result.cell_key, None)
+        if running.finish(result.cell_key) and cluster is None:
+            progress.update(task, description=running.line())
         if node is None and cluster is not None:
             node = _node_named_in(result.notes)
         line = cell_line(result, done, total)
