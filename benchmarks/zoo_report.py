@@ -74,7 +74,7 @@ def main() -> int:
         print(f"| {family} | {total} | {passed / total:.0%} |")
     rows = con.execute(
         "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
-        "memory_ratio FROM headline WHERE status = 'pass' AND speedup > 0"
+        "memory_ratio, timing_disturbance FROM headline WHERE status = 'pass' AND speedup > 0"
     ).fetchall()
     wall = [r[1] for r in rows]
     gpu = [r[2] for r in rows if r[2]]
@@ -104,6 +104,18 @@ def main() -> int:
         "profiled call's kernels, are the figure less exposed to it; `zoo-run "
         "--retry-disturbed` with fewer workers reruns them"
     )
+    if profiled:
+        # Where the disturbance falls: a launch-bound side's time is the host's, which the
+        # neighbours' compiles share; a GPU-bound side waits on the GPU, which they do not.
+        def share(cells: list) -> str:
+            hit = sum(1 for r in cells if r[7] is not None and r[7] >= DISTURBED_RATIO)
+            return f"{hit} of {len(cells)} ({hit / len(cells):.0%})" if cells else "none"
+
+        gpu_bound = [r for r in profiled if (r[4] or r[3]) / r[5] < LAUNCH_BOUND_RATIO]
+        print(
+            f"  - disturbed among the launch-bound cells: {share(bound)}; among the "
+            f"GPU-bound ones: {share(gpu_bound)}"
+        )
     memory = [r[6] for r in rows if r[6]]
     if memory:
         print(f"- peak memory compiled / eager: median {statistics.median(memory):.2f}")

@@ -120,3 +120,23 @@ def test_accuracy_margins_are_past_the_bound_and_in_order():
         if line.startswith("| hf/") or line.startswith("| timm/")
     ]
     assert len(rows) == int(count)
+
+
+def test_the_disturbed_share_splits_by_launch_bound_over_the_profiled_cells():
+    out = _script("zoo_report.py")
+    (bound_line,) = re.findall(r"^- launch-bound .*: (\d+) of (\d+) profiled cells$", out, re.M)
+    (split,) = re.findall(
+        r"launch-bound cells: (\d+) of (\d+) \(\d+%\); among the GPU-bound ones: "
+        r"(\d+) of (\d+) \(\d+%\)",
+        out,
+    )
+    bound_hit, bound, free_hit, free = map(int, split)
+    assert (bound, bound + free) == tuple(map(int, bound_line))
+    headline = columns.columns("@headline")[0]
+    rows = _latest(headline, "(status, eager_gpu_ms, timing_disturbance, speedup)")
+    hits = sum(
+        1
+        for status, gpu_ms, ratio, speedup in rows
+        if status == "pass" and gpu_ms and speedup and ratio is not None and ratio >= 1.2
+    )
+    assert bound_hit + free_hit == hits > 0
