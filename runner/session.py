@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -64,6 +65,8 @@ class Outcome:
     exit_code: int = 0
     # The signal that interrupted it (SIGINT for Ctrl-C, SIGTERM), if one did.
     stopped_by: signal.Signals | None = None
+    # Whether it was asked to wrap up (SIGUSR1, ``Session.run``'s ``wrap_up_s``).
+    wrapped_up: bool = False
 
     @property
     def interrupted(self) -> bool:
@@ -101,6 +104,7 @@ class Session:
         retry: Callable[[Cell, CellResult], Cell | None] | None = None,
         cluster: Cluster | None = None,
         on_node: Callable[[Cell, str], None] = lambda cell, node: None,
+        wrap_up_s: float | None = None,
     ) -> Outcome:
         """Run ``cells``; ``on_started`` gets the run id once the run is recorded, each
         result is recorded, then handed to ``on_result``. No cell
@@ -114,7 +118,12 @@ class Session:
         With ``cluster`` (``runner.cluster.executor.Cluster``, its nodes started) the
         cells run on its nodes, each with ``placement``'s workers (None: the node's
         default); ``on_node`` gets each cell and the node it started on. This process
-        stays the one writer of the store."""
+        stays the one writer of the store.
+
+        ``wrap_up_s`` (a run here, from the main thread): SIGUSR1 makes the run end
+        within that many seconds, as if its time limit were then (where that is sooner):
+        what a batch scheduler's warning before a job's end asks for (Slurm's
+        ``--signal=B:USR1@S``)."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
         if self.store is not None:
@@ -167,17 +176,19 @@ class Session:
                         reuse_workers=placement.reuse_workers,
                     )
                     try:
-                        executor.run(
-                            cells,
-                            **callbacks,
-                            deadline=deadline,
-                            retry=retry,
-                            triage=placement.triage,
-                        )
+                        with _on_usr1(wrap_up_s, executor.wrap_up):
+                            executor.run(
+                                cells,
+                                **callbacks,
+                                deadline=deadline,
+                                retry=retry,
+                                triage=placement.triage,
+                            )
                     except Interrupted as error:
                         outcome.status = "interrupted"
                         outcome.reason, outcome.exit_code = str(error), error.exit_code
                         outcome.stopped_by = error.signal
+                    outcome.wrapped_up = executor.wrapped_up
                     outcome.usage = executor.usage
                     outcome.holds = list(each_hold(workdir))
         except BaseException:
@@ -190,3 +201,17 @@ class Session:
         if self.store is not None:
             self.store.finish_run(run.run_id, outcome.status, len(outcome.results))
         return outcome
+
+
+@contextlib.contextmanager
+def _on_usr1(within_s: float | None, wrap_up: Callable[[float], None]):
+    """While in the block, SIGUSR1 calls ``wrap_up(within_s)`` (nothing without
+    ``within_s``, or off the main thread, where no handler can be set)."""
+    if within_s is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: wrap_up(within_s))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -358,3 +360,49 @@ def test_retry_failed_plans_a_crowded_oom_as_a_crowded_retry(tmp_path):
     assert [cell.crowded_retries for cell in retried.cells] == [1, 0]
     kept = skip_recorded(plan, statuses, force=False, retry_failed=False, crowded={first})
     assert kept.cells == []
+
+
+def test_sigusr1_wraps_the_run_up_and_the_same_command_resumes(tmp_path):
+    """A batch job's warning before its end (SIGUSR1): the cell under way finishes, no
+    new one starts, the run ends as finished with a line that says so, and the same
+    command later runs only the cells left."""
+    db = tmp_path / "zoo.duckdb"
+    args = [
+        "--module",
+        f"{TOY}:TinyMLP",
+        "--backends",
+        "eager,aot_eager",
+        "--dynamic",
+        "false,true",
+        "--precision",
+        "fp32,bf16",
+        "--device",
+        "cpu",
+        "--workers",
+        "1",
+        "--db",
+        str(db),
+    ]
+    command = [sys.executable, "-m", "runner.cli.run", *args, "--wrap-up", "0.01"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
+    zoo_run = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    lines = []
+    try:
+        for line in zoo_run.stdout:
+            lines.append(line)
+            if line.startswith("[1/8]"):
+                zoo_run.send_signal(signal.SIGUSR1)
+                break
+        output = "".join(lines) + zoo_run.stdout.read()
+        assert zoo_run.wait(timeout=300) == 0, output
+    finally:
+        zoo_run.kill()
+    recorded = rows(db)
+    assert 1 <= len(recorded) < 8, output
+    assert (
+        f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {8 - len(recorded)} cells not started" in output
+    )
+    assert main(args) == 0
+    assert len(rows(db)) == 8

@@ -368,6 +368,17 @@ def build_parser() -> argparse.ArgumentParser:
         "near the limit, for jobs with a hard one; the same command later resumes with "
         "the cells left: sweeps in chunks of a fixed length",
     )
+    run.add_argument(
+        "--wrap-up",
+        type=_positive(float),
+        default=120.0,
+        metavar="SECONDS",
+        help="on SIGUSR1, end within this many seconds, as if the time limit were then: the "
+        "cells under way finish, crowded retries and triage jobs that fit still run, no "
+        "cell starts that would likely end later. For a batch job's warning before its "
+        "end (Slurm: #SBATCH --signal=B:USR1@300 and exec zoo-run ... --wrap-up 240). "
+        "Runs here, not --executor ray (default: %(default)g)",
+    )
     cluster = parser.add_argument_group("executor")
     cluster.add_argument(
         "--executor",
@@ -721,6 +732,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             stop_after_s=args.time_limit,
             cluster=cluster,
             on_node=on_node,
+            wrap_up_s=args.wrap_up,
         )
     results = outcome.results
     out.print(summary_table(results))
@@ -746,9 +758,13 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         )
         return outcome.exit_code or 130
     if len(results) < total:
+        why = (
+            f"wrapped up on SIGUSR1 (--wrap-up {args.wrap_up:g} s)"
+            if outcome.wrapped_up
+            else f"time limit of {args.time_limit:g} s reached"
+        )
         out.print(
-            f"time limit of {args.time_limit:g} s reached: {total - len(results)} cells not "
-            "started; the same command resumes with them"
+            f"{why}: {total - len(results)} cells not started; the same command resumes with them"
         )
     return 0
 

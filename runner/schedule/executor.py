@@ -298,6 +298,8 @@ class Executor:
         self._spawned = 0
         self._kinds: dict[str, WorkerKind] = {}
         self._stop = threading.Event()
+        # A deadline set while a run() is under way (``wrap_up``): the sooner one holds.
+        self._cut: float | None = None
         # Over the cells of the last run(): seconds from submission to result, by column
         # (its own column's judge a cell against a deadline), and of them, seconds
         # waiting for a GPU's lock (how much the lock held workers back).
@@ -367,6 +369,18 @@ class Executor:
         name = f"worker-{self._spawned}"
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
+    def wrap_up(self, within_s: float) -> None:
+        """Have a ``run()`` under way end within ``within_s`` seconds from now, as if its
+        deadline were then (where that is sooner): no cell starts that would likely end
+        after it, crowded retries and triage jobs that fit still run. Safe to call from
+        a signal handler."""
+        self._cut = time.monotonic() + within_s
+
+    @property
+    def wrapped_up(self) -> bool:
+        """Whether the last ``run()`` was asked to wrap up (``wrap_up``)."""
+        return self._cut is not None
+
     def stop(self) -> None:
         """End a ``run()`` under way in another thread as Ctrl-C would: its workers are
         killed and it raises ``Interrupted``."""
@@ -425,6 +439,7 @@ class Executor:
         self._lock_wait_s = 0.0
         self._column_walls = defaultdict(list)
         self._stop.clear()
+        self._cut = None
         slots: list[Worker | None] = [None] * self.workers
         # Only the main thread may set a signal handler (a cluster node runs this in one
         # of its own threads, and stops it with stop()).
@@ -434,6 +449,8 @@ class Executor:
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
+                if self._cut is not None and (deadline is None or self._cut < deadline):
+                    deadline = self._cut
                 past_deadline = past_deadline or self._feed_closed(feed, deadline)
                 busy = any(w is not None and w.running for w in slots)
                 if not (again or busy) and (past_deadline or feed.exhausted()):
