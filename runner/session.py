@@ -120,7 +120,7 @@ class Session:
         default); ``on_node`` gets each cell and the node it started on. This process
         stays the one writer of the store.
 
-        ``wrap_up_s`` (a run here, from the main thread): SIGUSR1 makes the run end
+        ``wrap_up_s`` (from the main thread): SIGUSR1 makes the run end
         within that many seconds, as if its time limit were then (where that is sooner):
         what a batch scheduler's warning before a job's end asks for (Slurm's
         ``--signal=B:USR1@S``)."""
@@ -156,13 +156,15 @@ class Session:
 
                 ray_executor = RayExecutor(cluster, asdict(placement))
                 try:
-                    ray_executor.run(
-                        cells, **callbacks, deadline=deadline, retry=retry, on_node=on_node
-                    )
+                    with _on_usr1(wrap_up_s, ray_executor.wrap_up):
+                        ray_executor.run(
+                            cells, **callbacks, deadline=deadline, retry=retry, on_node=on_node
+                        )
                 except Interrupted as error:
                     outcome.status = "interrupted"
                     outcome.reason, outcome.exit_code = str(error), error.exit_code
                     outcome.stopped_by = error.signal
+                outcome.wrapped_up = ray_executor.wrapped_up
                 outcome.nodes = ray_executor.stats
                 outcome.holds = list(ray_executor.holds)
             else:

@@ -305,3 +305,31 @@ def test_help_names_the_executor_options(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "--executor {local,ray}" in out and "--ray-address ADDR" in out
+
+
+def test_sigusr1_wraps_up_every_node(two_nodes, tmp_path):
+    """The driver's SIGUSR1 reaches the nodes: the cells under way finish, none starts
+    after, the run ends as finished and says why; the same command runs the rest."""
+    db = tmp_path / "zoo.duckdb"
+    args = [*TINY, "--dynamic", "false,true", "--executor", "ray"]
+    args += ["--ray-address", two_nodes.address, "--db", str(db)]
+    proc = _zoo_run(*args, "--wrap-up", "0.01")
+    lines = _read_until(proc, lambda line: line.startswith("[1/8]"))
+    proc.send_signal(signal.SIGUSR1)
+    try:
+        rest, _ = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rest, _ = proc.communicate()
+        raise AssertionError("zoo-run did not wrap up:\n" + "".join(lines) + rest) from None
+    output = "".join(lines) + rest
+    assert proc.returncode == 0, output
+    recorded = len(rows(db))
+    assert 1 <= recorded < 8, output
+    assert f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {8 - recorded} cells not started" in output
+    (run,) = rows(db, "SELECT * FROM runs")
+    assert run["status"] == "finished" and run["cells_recorded"] == recorded
+    resumed = _zoo_run(*args)
+    rest, _ = resumed.communicate(timeout=600)
+    assert resumed.returncode == 0, rest
+    assert len(rows(db)) == 8

@@ -376,8 +376,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="on SIGUSR1, end within this many seconds, as if the time limit were then: the "
         "cells under way finish, crowded retries and triage jobs that fit still run, no "
         "cell starts that would likely end later. For a batch job's warning before its "
-        "end (Slurm: #SBATCH --signal=B:USR1@300 and exec zoo-run ... --wrap-up 240). "
-        "Runs here, not --executor ray (default: %(default)g)",
+        "end (Slurm: #SBATCH --signal=B:USR1@300 and exec zoo-run ... --wrap-up 240); "
+        "with --executor ray every node wraps up (default: %(default)g)",
     )
     cluster = parser.add_argument_group("executor")
     cluster.add_argument(

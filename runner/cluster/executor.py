@@ -310,6 +310,14 @@ class RayExecutor:
         # Every lock hold of every node's workers, the worker named "node/worker".
         self.holds: list[tuple[str, str, str, float, float]] = []
         self._deadline: float | None = None
+        # A wrap-up asked for (``wrap_up``), handed to the nodes by run()'s loop: seconds.
+        self._wrap_up_s: float | None = None
+        self.wrapped_up = False
+
+    def wrap_up(self, within_s: float) -> None:
+        """As ``Executor.wrap_up``, on every node: the run ends within ``within_s``
+        seconds. Safe in a signal handler: run()'s loop tells the nodes."""
+        self._wrap_up_s = within_s
 
     def run(
         self,
@@ -342,6 +350,13 @@ class RayExecutor:
                     live.remove(node)
                     self._lost(node, _why(error), live, pending, losses, on_result)
             while live:
+                if self._wrap_up_s is not None:
+                    within_s, self._wrap_up_s = self._wrap_up_s, None
+                    self.wrapped_up = True
+                    cut = time.monotonic() + within_s
+                    deadline = self._deadline = cut if deadline is None else min(deadline, cut)
+                    for node in live:
+                        node.actor.wrap_up.remote(within_s)
                 if deadline is not None and time.monotonic() >= deadline:
                     pending.clear()
                 for node in live:
@@ -382,6 +397,10 @@ class RayExecutor:
                         status = reply["outcome"].get("status", "")
                         if status.startswith("failed"):
                             self._lost(node, status, live, pending, losses, on_result)
+                        elif deadline is not None:
+                            # Its feed is still open, so it ended by the deadline (a
+                            # time limit or a wrap-up): nothing more starts anywhere.
+                            pending.clear()
                         continue
                 self._hand_out(live, pending)
                 if not pending and not any(node.held for node in live):

@@ -182,6 +182,12 @@ class NodeRunner:
         """No more cells: the run ends once those handed over are done."""
         self._feed.close()
 
+    def wrap_up(self, within_s: float) -> None:
+        """End the run within ``within_s`` seconds (``Executor.wrap_up``): the driver's
+        SIGUSR1."""
+        if self._executor is not None:
+            self._executor.wrap_up(within_s)
+
     def stop(self) -> None:
         """End the run now (Ctrl-C on the driver): workers killed, cells in flight
         dropped."""

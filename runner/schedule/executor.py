@@ -298,8 +298,10 @@ class Executor:
         self._spawned = 0
         self._kinds: dict[str, WorkerKind] = {}
         self._stop = threading.Event()
-        # A deadline set while a run() is under way (``wrap_up``): the sooner one holds.
+        # A deadline set while a run() is under way or about to start (``wrap_up``): the
+        # sooner one holds. Whether the last run() was asked to wrap up.
         self._cut: float | None = None
+        self.wrapped_up = False
         # Over the cells of the last run(): seconds from submission to result, by column
         # (its own column's judge a cell against a deadline), and of them, seconds
         # waiting for a GPU's lock (how much the lock held workers back).
@@ -370,16 +372,11 @@ class Executor:
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
     def wrap_up(self, within_s: float) -> None:
-        """Have a ``run()`` under way end within ``within_s`` seconds from now, as if its
-        deadline were then (where that is sooner): no cell starts that would likely end
-        after it, crowded retries and triage jobs that fit still run. Safe to call from
-        a signal handler."""
+        """Have the ``run()`` under way (or the next) end within ``within_s`` seconds from
+        now, as if its deadline were then (where that is sooner): no cell starts that
+        would likely end after it, crowded retries and triage jobs that fit still run.
+        Safe to call from a signal handler or another thread."""
         self._cut = time.monotonic() + within_s
-
-    @property
-    def wrapped_up(self) -> bool:
-        """Whether the last ``run()`` was asked to wrap up (``wrap_up``)."""
-        return self._cut is not None
 
     def stop(self) -> None:
         """End a ``run()`` under way in another thread as Ctrl-C would: its workers are
@@ -439,7 +436,6 @@ class Executor:
         self._lock_wait_s = 0.0
         self._column_walls = defaultdict(list)
         self._stop.clear()
-        self._cut = None
         slots: list[Worker | None] = [None] * self.workers
         # Only the main thread may set a signal handler (a cluster node runs this in one
         # of its own threads, and stops it with stop()).
@@ -587,6 +583,7 @@ class Executor:
                     worker.kill()
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
+            self.wrapped_up, self._cut = self._cut is not None, None
             cell_s = sum(self._walls())
             lock_wait = self._lock_wait_s / cell_s if cell_s else None
             self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
