@@ -351,11 +351,38 @@ def test_the_lock_counts_the_seconds_each_kind_of_hold_lasted(tmp_path):
 
 
 def test_cores_are_split_between_compiling_and_the_timing_of_each_gpu():
-    timing, compiling = split_cpus(range(16), gpus=2, per_gpu=2)
+    alone = lambda cpu: frozenset({cpu})  # noqa: E731 (no SMT)
+    timing, compiling = split_cpus(range(16), gpus=2, per_gpu=2, siblings=alone)
     assert timing == [frozenset({12, 13}), frozenset({14, 15})]
     assert compiling == frozenset(range(12))
     with pytest.raises(ValueError, match="at least one must be left"):
-        split_cpus(range(4), gpus=2, per_gpu=2)
+        split_cpus(range(4), gpus=2, per_gpu=2, siblings=alone)
+
+
+def test_timing_cores_are_whole_physical_cores_with_their_smt_siblings():
+    # Linux's usual numbering on 8 cores with two threads each: CPU n and n + 8 share one.
+    pairs = lambda cpu: frozenset({cpu % 8, cpu % 8 + 8})  # noqa: E731
+    timing, compiling = split_cpus(range(16), gpus=1, per_gpu=2, siblings=pairs)
+    assert timing == [frozenset({7, 15})]
+    assert compiling == frozenset(range(16)) - {7, 15}
+    # One CPU asked for: its sibling comes along, never left to a compile.
+    assert split_cpus(range(16), gpus=2, per_gpu=1, siblings=pairs)[0] == [
+        frozenset({6, 14}),
+        frozenset({7, 15}),
+    ]
+    # A sibling outside the process's CPUs is not given to anyone.
+    timing, compiling = split_cpus([0, 1, 8], gpus=1, per_gpu=1, siblings=pairs)
+    assert timing == [frozenset({1})] and compiling == frozenset({0, 8})
+    with pytest.raises(ValueError, match="at least one must be left"):
+        split_cpus([0, 8], gpus=1, per_gpu=1, siblings=pairs)
+
+
+def test_this_machines_siblings_include_each_cpu():
+    from runner.schedule.cpus import thread_siblings
+
+    for cpu in os.sched_getaffinity(0):
+        assert cpu in thread_siblings(cpu)
+    assert thread_siblings(10**6) == frozenset({10**6})  # no such CPU: itself
 
 
 def test_the_lock_holder_runs_on_the_timing_cores_and_returns(tmp_path):

@@ -331,8 +331,9 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(int, zero_ok=True),
         default=0,
         metavar="N",
-        help="cuda: keep N cores per GPU free of compiling workers; a worker moves its "
-        "timing there while it holds the GPU (default 0: none kept)",
+        help="cuda: keep N CPUs per GPU free of compiling workers, whole physical cores "
+        "(an SMT sibling comes along); a worker moves its timing there while it holds the "
+        "GPU (default 0: none kept)",
     )
     run.add_argument(
         "--triage",

@@ -169,24 +169,57 @@ class Boost:
 
 
 def split_cpus(
-    available: Iterable[int], gpus: int, per_gpu: int
+    available: Iterable[int],
+    gpus: int,
+    per_gpu: int,
+    siblings: Callable[[int], frozenset[int]] | None = None,
 ) -> tuple[list[frozenset[int]], frozenset[int]]:
     """``per_gpu`` cores reserved for the timing of each GPU (the highest-numbered ones)
-    and the rest, where workers compile. At least one core is always left to compile."""
-    cores = sorted(available)
-    reserved = per_gpu * gpus
-    if per_gpu < 0 or reserved >= len(cores):
+    and the rest, where workers compile. At least one core is always left to compile.
+
+    Whole physical cores: a CPU's SMT siblings (``siblings(cpu)``, by default what
+    Linux says, ``thread_siblings_list``) are reserved with it, so that a timing thread
+    never shares a core's pipelines and caches with a compile beside it; on a machine
+    with two threads a core, ``per_gpu`` 1 and 2 both reserve one core's two CPUs."""
+    cores = sorted(set(available))
+    siblings = siblings or thread_siblings
+    # The physical cores of ``cores``, each the set of its available CPUs, in order.
+    groups: list[frozenset[int]] = []
+    for cpu in cores:
+        group = frozenset(siblings(cpu) & set(cores)) | {cpu}
+        if group not in groups:
+            groups.append(group)
+    groups.sort(key=min)
+    timing: list[frozenset[int]] = []
+    left = list(groups)
+    for _ in range(gpus):
+        taken: set[int] = set()
+        while left and len(taken) < per_gpu:
+            taken |= left.pop()
+        timing.append(frozenset(taken))
+    compiling = frozenset(cpu for group in left for cpu in group)
+    if per_gpu < 0 or not compiling or any(len(cpus) < per_gpu for cpus in timing):
         raise ValueError(
             f"cannot reserve {per_gpu} core(s) for each of {gpus} GPU(s) out of "
             f"{len(cores)}: at least one must be left for compiling"
         )
-    timing = [
-        frozenset(
-            cores[len(cores) - reserved + i * per_gpu : len(cores) - reserved + (i + 1) * per_gpu]
-        )
-        for i in range(gpus)
-    ]
-    return timing, frozenset(cores[: len(cores) - reserved])
+    # The first GPU gets the lowest of the reserved cores, as it gets the first slot.
+    return timing[::-1], compiling
+
+
+def thread_siblings(cpu: int) -> frozenset[int]:
+    """The CPUs that share ``cpu``'s physical core, itself included (Linux sysfs; just
+    itself where that is not readable)."""
+    path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+    try:
+        text = path.read_text().strip()
+    except OSError:
+        return frozenset({cpu})
+    found: set[int] = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        found.update(range(int(first), int(last or first) + 1))
+    return frozenset(found | {cpu})
 
 
 def default_workers(device: str, env: Mapping[str, Any]) -> int:
