@@ -24,6 +24,7 @@ from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types  # noqa: E402
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
+from runner.matrix.results import CROWDED  # noqa: E402
 from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
@@ -65,6 +66,18 @@ def main() -> int:
         "GROUP BY suite ORDER BY suite"
     ).fetchall():
         print(f"| {suite} | {total} | {passed} | {total - passed} | {passed / total:.0%} |")
+    crowded = con.execute(
+        "SELECT model_id FROM headline WHERE status = 'oom' AND contains(notes, ?) "
+        "ORDER BY model_id",
+        [CROWDED],
+    ).fetchall()
+    if crowded:
+        names = ", ".join(model for (model,) in crowded)
+        print(
+            f"\nOf the failing cells, {len(crowded)} `oom` rows ran out of memory while other "
+            "processes (the sweep's neighbours) held most of the GPU's, and may pass alone "
+            f"(`zoo-run --retry-failed` reruns them so): {names}."
+        )
     print("\n## Pass rate per family (the 15 largest)\n\n| family | cells | pass rate |")
     print("| --- | --- | --- |")
     for family, total, passed in con.execute(

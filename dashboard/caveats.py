@@ -4,7 +4,8 @@ A caveat is a condition on a row of the prepared ``cells`` table (``queries.PREP
 gives every row the list of its caveats' keys, ``caveats``), a badge for the Matrix and
 the Leaderboard, the reason in words for Model detail, and the docs section that
 explains it. They qualify a cell's speed (or its precision, or which of its rows is
-shown), never its status: a pass with a caveat still passed.
+shown, or whose doing an out-of-memory status was), never change its status: a pass
+with a caveat still passed.
 
 - disturbed: a side's median sits far above its fastest sample;
 - launch-bound: the eager side's fastest call is well above its GPU busy time;
@@ -18,7 +19,10 @@ shown), never its status: a pass with a caveat still passed.
   newest row is shown;
 - memory before the pool fix: a CUDA graph cell (reduce-overhead, max-autotune, the
   cudagraphs backend) whose compiled peak was measured without the graphs' pool, which
-  reads far too low.
+  reads far too low;
+- crowded: the cell, or an earlier attempt of it, ran out of memory while other
+  processes (a parallel sweep's neighbours) held most of the GPU's: its `oom`, or the
+  smaller batch it ran at, may be theirs, not the model's.
 """
 
 from __future__ import annotations
@@ -219,6 +223,26 @@ def _environments(cell: Mapping) -> str:
     )
 
 
+def _crowded(cell: Mapping) -> str:
+    asked, ran = cell.get("batch_size"), cell.get("batch_size_run")
+    if cell.get("status") == "oom":
+        what = (
+            "this cell ran out of memory while other processes (a parallel sweep's "
+            "neighbours) held most of the GPU's, so the `oom` may be theirs, not the "
+            "model's. `zoo-run --retry-failed` reruns it alone on the GPU."
+        )
+    elif ran is not None and asked is not None and not pd.isna(ran) and ran < asked:
+        what = (
+            f"an attempt at a larger batch ran out beside other processes holding most of "
+            f"the GPU's, and it ran at batch {ran:.0f} of the {asked:.0f} asked: its "
+            "numbers may be for a smaller batch than the model needs. `zoo-run --force` "
+            "with fewer workers measures it at full batch."
+        )
+    else:  # not a row the caveat is for (``CAVEATS``' condition)
+        what = "an earlier attempt ran out beside other processes holding most of the GPU's."
+    return f"**Out of memory beside others**: {what}"
+
+
 _README_RECORDED = Doc("README.md", "What is recorded")
 _XLA_TRUST = Doc("docs/xla-h200.md", "The bf16 XLA speedups, and how far to trust them")
 _NOT_XLA = f"backend NOT IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
@@ -277,6 +301,13 @@ CAVEATS: tuple[Caveat, ...] = (
         Doc("docs/PERFORMANCE.md", "CUDA graphs and peak memory (2026-12-01)"), _pool_missed,
         "a CUDA graph cell measured before its pool was counted: its compiled memory reads "
         "far too low",
+    ),
+    Caveat(
+        "crowded", "out of memory beside others", "crowded",
+        "crowded AND (status = 'oom' OR coalesce(batch_size_run < batch_size, false))",
+        Doc("docs/zoo-findings.md", "Out-of-memory rows that were a neighbour's"), _crowded,
+        "the cell or an earlier attempt ran out of memory while other processes held most "
+        "of the GPU's: an oom, or a smaller batch, that may be theirs",
     ),
 )  # fmt: skip
 BY_KEY = {caveat.key: caveat for caveat in CAVEATS}

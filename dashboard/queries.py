@@ -5,6 +5,7 @@ from dataclasses import fields
 from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
+from runner.matrix.results import CROWDED
 from runner.store.schema import latest_row
 
 
@@ -80,6 +81,9 @@ PREPARE = (
                 AS xla_first_sweep,
             -- a CUDA graph cell whose compiled peak counts its pool says so in its notes
             coalesce(contains(r.notes, '{caveats.GRAPH_POOL_NOTE}'), false) AS pool_counted,
+            -- it, or an earlier attempt of it, ran out of memory beside other processes
+            coalesce(contains(r.notes, '{CROWDED}'), false) AS crowded,
+            r.batch_size_run,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)
             CASE WHEN r.eager_gpu_ms > 0 THEN

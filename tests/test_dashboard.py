@@ -28,7 +28,7 @@ from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
 from runner.matrix import break_types
-from runner.matrix.results import GraphBreak
+from runner.matrix.results import CROWDED, GraphBreak
 from runner.store.db import Store
 from runner.store.schema import RunRecord
 from tests.dashboard_data import (
@@ -1277,3 +1277,39 @@ def test_cuda_graph_cells_measured_without_their_pool_have_a_memory_caveat(tmp_p
     assert "219 MB" in reason and "0.43" in reason
     doc = caveats.BY_KEY["graph-pool-missed"].doc
     assert f"## {doc.heading}" in (Path(__file__).parents[1] / doc.path).read_text()
+
+
+def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_path):
+    """A crowded out-of-memory row, and a pass at a smaller batch after a crowded attempt,
+    carry the caveat; an oom of the model's own, and a crowded attempt's retry that
+    passed at the batch asked, do not."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="crowded", command="zoo-run", status="finished")
+    store.start_run(run)
+    crowded = f"{CROWDED}: they held 139.0 of the device's 139.8 GiB, this process 0.4 GiB"
+    rows_in = {
+        "seresnet101": cell("seresnet101", "resnet", "inductor", "oom", notes=crowded),
+        "samvit_huge": cell("samvit_huge", "sam", "inductor", "oom", notes="out of memory"),
+        "mt5_base": cell(
+            "mt5_base", "mt5", "inductor", "pass", **timed(1.2, 30.0), batch_size_run=8,
+            notes=f"an attempt at batch 64 ended oom (OutOfMemoryError), {crowded}",
+        ),
+        "resnet50": cell(
+            "resnet50", "resnet", "inductor", "pass", **timed(1.8, 30.0), batch_size_run=64,
+            notes=f"an attempt at batch 64 ended oom (OutOfMemoryError), {crowded}",
+        ),
+    }  # fmt: skip
+    store.write_results(run.run_id, list(rows_in.values()))
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    db = open_database(runs_dir, db_path)
+    flagged = db.con.execute(
+        "SELECT model_id FROM latest_cells WHERE list_contains(caveats, 'crowded') "
+        "ORDER BY model_id"
+    ).fetchall()
+    assert flagged == [("timm/mt5_base",), ("timm/seresnet101",)]
+    reason = caveats.BY_KEY["crowded"].reason
+    assert "--retry-failed" in reason({"status": "oom", "batch_size": 64})
+    assert "batch 8 of the 64 asked" in reason(
+        {"status": "pass", "batch_size": 64, "batch_size_run": 8}
+    )

@@ -12,6 +12,7 @@ from pathlib import Path
 import duckdb
 
 from runner.matrix import columns
+from runner.matrix.results import CROWDED
 from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -140,3 +141,18 @@ def test_the_disturbed_share_splits_by_launch_bound_over_the_profiled_cells():
         if status == "pass" and gpu_ms and speedup and ratio is not None and ratio >= 1.2
     )
     assert bound_hit + free_hit == hits > 0
+
+
+def test_the_report_names_the_oom_rows_that_were_crowded():
+    out = _script("zoo_report.py")
+    headline = columns.columns("@headline")[0]
+    expected = sorted(
+        model
+        for model, status, notes in _latest(headline, "(model_id, status, notes)")
+        if status == "oom" and CROWDED in (notes or "")
+    )
+    if not expected:
+        assert "`oom` rows ran out of memory while other" not in out
+        return
+    (line,) = re.findall(r"^Of the failing cells, (\d+) `oom` rows .*: (.*)\.$", out, re.M)
+    assert int(line[0]) == len(expected) and line[1].split(", ") == expected
