@@ -4,12 +4,14 @@ the parquet read independently."""
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from runner.matrix import columns
 from runner.matrix.results import CROWDED
@@ -17,9 +19,13 @@ from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
+# One process runs them all, so that each script runs once (``_script``).
+pytestmark = pytest.mark.xdist_group("sweep-reports")
 
 
+@functools.cache
 def _script(name: str, *args: str) -> str:
+    """The script's output, run once per arguments (the shipped runs do not change)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / name), *args],
         capture_output=True,
