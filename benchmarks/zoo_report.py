@@ -23,7 +23,11 @@ sys.path.insert(0, str(ROOT))
 from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types  # noqa: E402
-from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO  # noqa: E402
+from runner.matrix.labels import (  # noqa: E402
+    DISTURBED_RATIO,
+    LAUNCH_BOUND_RATIO,
+    is_launch_bound,
+)
 from runner.matrix.results import CROWDED  # noqa: E402
 from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
 
@@ -99,8 +103,10 @@ def main() -> int:
             f"{quantiles(gpu)}"
         )
     profiled = [r for r in rows if r[5]]
+    # By the fastest eager sample where the row keeps samples (runner.matrix.labels).
+    bound = [r for r in profiled if is_launch_bound(r[4] or r[3], r[5])]
+    gpu_bound = [r for r in profiled if not is_launch_bound(r[4] or r[3], r[5])]
     if profiled:
-        bound = [r for r in profiled if (r[4] or r[3]) / r[5] >= LAUNCH_BOUND_RATIO]
         print(
             f"- launch-bound (fastest eager sample {LAUNCH_BOUND_RATIO:g}x its GPU time or "
             f"more): {len(bound)} of {len(profiled)} profiled cells"
@@ -124,7 +130,6 @@ def main() -> int:
             hit = sum(1 for r in cells if r[7] is not None and r[7] >= DISTURBED_RATIO)
             return f"{hit} of {len(cells)} ({hit / len(cells):.0%})" if cells else "none"
 
-        gpu_bound = [r for r in profiled if (r[4] or r[3]) / r[5] < LAUNCH_BOUND_RATIO]
         print(
             f"  - disturbed among the launch-bound cells: {share(bound)}; among the "
             f"GPU-bound ones: {share(gpu_bound)}"

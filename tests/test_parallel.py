@@ -20,7 +20,7 @@ import pytest
 
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import TIMING, TUNING, UNTIMED
-from runner.measure.host import SCRATCH_DIR_ENV
+from runner.measure.host import SCRATCH_DIR_ENV, parse_cpus
 from runner.plan import PlanOptions, plan_cells
 from runner.schedule.cpus import split_cpus
 from runner.schedule.executor import (
@@ -383,6 +383,8 @@ def test_this_machines_siblings_include_each_cpu():
     for cpu in os.sched_getaffinity(0):
         assert cpu in thread_siblings(cpu)
     assert thread_siblings(10**6) == frozenset({10**6})  # no such CPU: itself
+    # sysfs writes siblings as a list or a range: both parse.
+    assert parse_cpus("0,8") == {0, 8} and parse_cpus("0-2,8") == {0, 1, 2, 8}
 
 
 def test_the_lock_holder_runs_on_the_timing_cores_and_returns(tmp_path):

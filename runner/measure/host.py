@@ -39,8 +39,15 @@ def move_threads(cpus: Iterable[int] | None) -> None:
 
 
 def parse_cpus(text: str | None) -> frozenset[int] | None:
-    """``"0,1,5"`` -> {0, 1, 5}; empty or None -> None."""
-    return frozenset(int(part) for part in text.split(",")) if text else None
+    """``"0,1,5"`` -> {0, 1, 5}, and Linux's ranges, ``"0-2,8"`` -> {0, 1, 2, 8}; empty
+    or None -> None."""
+    if not text:
+        return None
+    cpus: set[int] = set()
+    for part in filter(None, text.split(",")):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return frozenset(cpus)
 
 
 def format_cpus(cpus: Iterable[int]) -> str:

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from runner.backends.xla.eager_baseline import MODULE as XLA_EAGER_BASELINE
+from runner.measure.host import parse_cpus
 
 HELPER_NICE = 10
 HOLDER_NICE = -10
@@ -181,12 +182,13 @@ def split_cpus(
     Linux says, ``thread_siblings_list``) are reserved with it, so that a timing thread
     never shares a core's pipelines and caches with a compile beside it; on a machine
     with two threads a core, ``per_gpu`` 1 and 2 both reserve one core's two CPUs."""
-    cores = sorted(set(available))
+    usable = frozenset(available)
+    cores = sorted(usable)
     siblings = siblings or thread_siblings
     # The physical cores of ``cores``, each the set of its available CPUs, in order.
     groups: list[frozenset[int]] = []
     for cpu in cores:
-        group = frozenset(siblings(cpu) & set(cores)) | {cpu}
+        group = (siblings(cpu) & usable) | {cpu}
         if group not in groups:
             groups.append(group)
     groups.sort(key=min)
@@ -215,11 +217,7 @@ def thread_siblings(cpu: int) -> frozenset[int]:
         text = path.read_text().strip()
     except OSError:
         return frozenset({cpu})
-    found: set[int] = set()
-    for part in filter(None, text.split(",")):
-        first, _, last = part.partition("-")
-        found.update(range(int(first), int(last or first) + 1))
-    return frozenset(found | {cpu})
+    return (parse_cpus(text) or frozenset()) | {cpu}
 
 
 def default_workers(device: str, env: Mapping[str, Any]) -> int:
