@@ -51,6 +51,7 @@ from runner.matrix.results import (
 )
 from runner.measure.context import Gate, no_gate
 from runner.measure.host import SCRATCH_DIR_ENV
+from runner.measure.isolation import cold_compile_caches
 
 LADDER = ("eager", "aot_eager", "aot_eager_decomp_partition")
 RUNG_STAGE = {
@@ -311,7 +312,12 @@ def minify(
         return "not minified: the failure is dynamo's own, before any graph exists", None
     import torch._dynamo.config as dynamo_config
 
-    with tempfile.TemporaryDirectory(prefix="minify-", dir=os.environ.get(SCRATCH_DIR_ENV)) as tmp:
+    # Fresh compile caches for the armed compile and the minifier's processes, even with
+    # warm caches asked for: a cache hit would skip the compile the minifier hooks into.
+    with (
+        cold_compile_caches(always=True),
+        tempfile.TemporaryDirectory(prefix="minify-", dir=os.environ.get(SCRATCH_DIR_ENV)) as tmp,
+    ):
         folder = Path(tmp)
         armed = {
             "debug_dir_root": str(folder / "debug"),

@@ -306,11 +306,14 @@ def test_an_inductor_only_failure_is_triaged_to_inductor_and_bisected(tmp_path):
 def test_the_minifier_leaves_a_repro_that_fails_as_the_cell_did(tmp_path, monkeypatch):
     """Inductor's wrong CPU relu again, in a graph of a relu and an add: the minifier
     shrinks the cell's graph to the relu and keeps a script that, run on its own, fails
-    the accuracy check."""
+    the accuracy check. With warm compile caches asked for: the cell's own compile fills
+    the cache, and the minifier's armed compile must not be served from it."""
     db = tmp_path / "zoo.duckdb"
     here = tmp_path / "cwd"
     here.mkdir()
     monkeypatch.chdir(here)
+    monkeypatch.setenv("ZOO_WARM_CACHE", "1")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "warm"))
     args = ["--module", f"{BREAKING}:InductorReluBugAlone", "--backends", "inductor"]
     assert zoo_run([*args, "--device", "cpu", "--triage", "minify", "--db", str(db)]) == 0
     assert list(here.iterdir()) == []  # nothing written where the user stands

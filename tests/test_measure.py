@@ -20,7 +20,7 @@ from runner.backends.torch_compile import summarize_reason
 from runner.cell import measure_cell
 from runner.matrix.cells import Cell, CellConfig
 from runner.measure.accuracy import compare_outputs
-from runner.measure.isolation import tf32_disabled
+from runner.measure.isolation import cold_compile_caches, tf32_disabled
 from runner.measure.timing import HELD_WARMUPS, WARMUPS
 from zoo.spec import ModelSpec
 
@@ -416,6 +416,14 @@ def test_compile_caches_are_fresh_per_cell_and_removed(monkeypatch):
 
     monkeypatch.setenv("ZOO_WARM_CACHE", "1")
     assert dirs_seen_by_a_cell() == {("/somewhere/else", None)}
+    # Work that must compile for real gets fresh caches all the same, and so do its cells.
+    with cold_compile_caches(always=True):
+        (fresh,) = {cache_dirs()}
+        assert fresh[0] != "/somewhere/else" and "ZOO_WARM_CACHE" not in os.environ
+        [(inside, _)] = dirs_seen_by_a_cell()
+        assert inside not in (fresh[0], "/somewhere/else")
+    assert not os.path.exists(fresh[0]) and os.environ["ZOO_WARM_CACHE"] == "1"
+    assert cache_dirs() == ("/somewhere/else", None)
 
 
 def test_tf32_is_off_inside_and_restored_after():

@@ -26,13 +26,18 @@ WARM_CACHE_ENV = "ZOO_WARM_CACHE"
 
 
 @contextlib.contextmanager
-def cold_compile_caches() -> Iterator[None]:
+def cold_compile_caches(*, always: bool = False) -> Iterator[None]:
     """Fresh Inductor and Triton cache directories for the cell (unless warm caches are
-    asked for), so that compile time is a cold compile; removed afterwards."""
-    if os.environ.get(WARM_CACHE_ENV) == "1":
+    asked for), so that compile time is a cold compile; removed afterwards. ``always``:
+    fresh even when warm caches are asked for, and for every cell measured inside (work
+    that must compile for real, such as the minifier's armed compile: a cache hit skips
+    the compile it hooks into)."""
+    if os.environ.get(WARM_CACHE_ENV) == "1" and not always:
         yield
         return
-    saved = {name: os.environ.get(name) for name in (INDUCTOR_CACHE_ENV, TRITON_CACHE_ENV)}
+    saved = {name: os.environ.get(name) for name in (INDUCTOR_CACHE_ENV, TRITON_CACHE_ENV)} | (
+        {WARM_CACHE_ENV: os.environ.pop(WARM_CACHE_ENV, None)} if always else {}
+    )
     scratch = os.environ.get(SCRATCH_DIR_ENV)
     directory = tempfile.mkdtemp(
         prefix="zoo-inductor-", dir=scratch if scratch and os.path.isdir(scratch) else None
