@@ -882,6 +882,41 @@ def test_a_crowded_retry_that_would_end_past_the_deadline_keeps_its_attempt(tmp_
     assert by_key[oom.key].notes.endswith(ALONE_NOT_REACHED)
 
 
+def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_path):
+    """A run with more cells than time (a chunk of a sweep): the feed closes early enough
+    that the crowded retry queued meanwhile runs alone before the deadline, last, while
+    cells of the feed are left for the next run."""
+    slow, oom = _oom_beside_a_slow_cell()
+    feed = [oom] + [dataclasses.replace(slow, batch_size=n) for n in range(1, 60)]
+    events: list[tuple[str, str]] = []
+    results: list = []
+
+    def recorded(result) -> None:
+        results.append(result)
+        events.append(("end", result.cell_key))
+
+    # Half the run kept for it: these cells' walls (seconds, a worker's start included)
+    # are a larger share of a short test run than a GPU chunk's minute of its half hour.
+    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
+    executor.crowded_reserve_share = 0.5
+    started = time.monotonic()
+    executor.run(
+        feed,
+        recorded,
+        on_start=lambda cell: events.append(("start", cell.key)),
+        retry=_crowded_once,
+        deadline=started + 30.0,
+    )
+    assert time.monotonic() - started < 45.0
+    starts = [key for what, key in events if what == "start"]
+    assert 3 < len(starts) < len(feed)  # ended by the deadline, cells left
+    retried = next(result for result in results if result.cell_key == oom.key)
+    assert retried.status == "oom" and ALONE_NOT_REACHED not in (retried.notes or "")
+    assert retried.notes.startswith("an attempt at batch 8 ended oom")
+    # Its second start is the last, alone: every other cell had ended.
+    assert starts[-1] == oom.key and events[-2:] == [("start", oom.key), ("end", oom.key)]
+
+
 def test_a_cell_planned_as_a_crowded_retry_waits_to_run_alone(tmp_path):
     """A recorded row out of memory beside others is planned as a crowded retry
     (``--retry-failed``): taken from the plan first, it starts last, alone."""

@@ -76,6 +76,11 @@ _DUMP_LINES = (
 WAITING_FOR_GPU = "lock"
 # The note of a crowded cell whose retry alone would have ended after the run's deadline.
 ALONE_NOT_REACHED = "its retry alone did not fit before the run's time limit"
+# With a deadline, the share of the run (its start to its deadline) kept at its end for
+# the crowded retries queued by then: the feed closes that much earlier. Without it a run
+# that ends by its deadline, not by running out of cells (every chunk of a sweep), never
+# runs them (docs/PERFORMANCE.md, "Crowded retries in chunks").
+CROWDED_RESERVE_SHARE = 0.2
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
@@ -274,6 +279,7 @@ class Executor:
         reuse_workers: bool = True,
         timing_cpus_per_gpu: int = 0,
         quiet_timing: bool = False,
+        crowded_reserve_share: float = CROWDED_RESERVE_SHARE,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
@@ -285,8 +291,10 @@ class Executor:
         few cores are left). ``quiet_timing``: while a cell times, every other worker
         busy with a cell is stopped (SIGSTOP to its process group, its clock paused) and
         continued when no cell times any more: the host is quiet for the timing, at the
-        cost of the compiling meanwhile."""
+        cost of the compiling meanwhile. ``crowded_reserve_share``: the share of a run
+        with a deadline kept at its end for its crowded retries (``_feed_deadline``)."""
         self.workdir = workdir
+        self.crowded_reserve_share = crowded_reserve_share
         self.quiet_timing = quiet_timing
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
@@ -405,7 +413,9 @@ class Executor:
         what the earlier attempts ended as. A crowded retry (out of memory beside
         others) runs alone once nothing else is left to start, if it would likely end
         before the deadline; else its last attempt is reported (``ALONE_NOT_REACHED``).
-        A cell of ``cells`` that is a crowded retry already waits the same way. ``triage`` (a mode of ``runner.triage``): a
+        A cell of ``cells`` that is a crowded retry already waits the same way. With a
+        deadline, the feed closes early enough for the crowded retries queued by then to
+        run (``_feed_deadline``): a run that ends by its deadline runs them too. ``triage`` (a mode of ``runner.triage``): a
         torch.compile cell that failed is reported only after a triage job of it ran in a
         fresh worker, with the job's verdict in its row; a job that would start past the
         deadline does not, and its cell is reported with ``triage interrupted``. A cell
@@ -421,6 +431,7 @@ class Executor:
         result.
         """
         feed = cells if isinstance(cells, CellFeed) else _ListFeed(cells)
+        run_started = time.monotonic()
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
         # Failing results waiting for their triage job, by cell key.
@@ -447,7 +458,9 @@ class Executor:
                     raise KeyboardInterrupt
                 if self._cut is not None and (deadline is None or self._cut < deadline):
                     deadline = self._cut
-                past_deadline = past_deadline or self._feed_closed(feed, deadline)
+                past_deadline = past_deadline or self._feed_closed(
+                    feed, self._feed_deadline(deadline, again, run_started)
+                )
                 busy = any(w is not None and w.running for w in slots)
                 if not (again or busy) and (past_deadline or feed.exhausted()):
                     break
@@ -488,7 +501,9 @@ class Executor:
                                 on_result(result)
                     if worker is None or not worker.running:
                         # Asked again here: a cell that just finished moves the median.
-                        past_deadline = past_deadline or self._feed_closed(feed, deadline)
+                        past_deadline = past_deadline or self._feed_closed(
+                            feed, self._feed_deadline(deadline, again, run_started)
+                        )
                         beside = self._running_on(self._gpu_of(index), slots)
                         if any(cell.crowded_retries for cell in beside):
                             # A crowded retry has this GPU to itself.
@@ -502,7 +517,7 @@ class Executor:
                         if (
                             ready is not None
                             and ready.crowded_retries
-                            and (past_deadline or self._cell_closed(ready, deadline))
+                            and self._cell_closed(ready, deadline)
                         ):
                             # Alone, it would likely end after the deadline: its last
                             # attempt stands (a recorded row, or this run's result).
@@ -518,7 +533,7 @@ class Executor:
                         if (
                             ready is not None
                             and ready.extra.get(TRIAGE)
-                            and (past_deadline or self._closed(deadline, _triage_s(ready, held)))
+                            and self._closed(deadline, _triage_s(ready, held))
                         ):
                             # A triage job would end after the deadline: its cell is
                             # recorded without a verdict (the next --triage run gives one).
@@ -609,6 +624,32 @@ class Executor:
     def _walls(self) -> list[float]:
         """The wall times of every cell the last run() finished, whatever its column."""
         return [wall for walls in self._column_walls.values() for wall in walls]
+
+    def _feed_deadline(
+        self, deadline: float | None, again: deque[Cell], started: float
+    ) -> float | None:
+        """The deadline new cells from the feed are judged against: the run's, less the
+        time the crowded retries queued by now would take alone, one after another (each
+        by its column's median wall, as ``_cell_closed`` judges it), for as many of them,
+        in queue order, as fit in ``crowded_reserve_share`` of the run. Once it passes,
+        the feed closes, the cells under way end, and the retries run alone while they
+        fit the run's own deadline. The cells under way at the close end by then only
+        half the time (by the median): one more median wall of the run is kept for them."""
+        if deadline is None:
+            return None
+        room = self.crowded_reserve_share * (deadline - started)
+        walls = self._walls()
+        drain = statistics.median(walls) if walls else 0.0
+        reserve = 0.0
+        for cell in again:
+            if not cell.crowded_retries:
+                continue
+            own = self._column_walls.get(cell.config) or walls
+            expected = statistics.median(own) if own else 0.0
+            if drain + reserve + expected > room:
+                break
+            reserve += expected
+        return deadline - (drain + reserve if reserve else 0.0)
 
     def _feed_closed(self, feed: CellFeed, deadline: float | None) -> bool:
         """Whether the feed's next cell would likely end after ``deadline``: judged by
