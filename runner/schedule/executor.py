@@ -415,10 +415,11 @@ class Executor:
         before the deadline; else its last attempt is reported (``ALONE_NOT_REACHED``).
         A cell of ``cells`` that is a crowded retry already waits the same way. With a
         deadline, the feed closes early enough for the crowded retries queued by then to
-        run (``_feed_deadline``): a run that ends by its deadline runs them too. ``triage`` (a mode of ``runner.triage``): a
-        torch.compile cell that failed is reported only after a triage job of it ran in a
-        fresh worker, with the job's verdict in its row; a job that would start past the
-        deadline does not, and its cell is reported with ``triage interrupted``. A cell
+        run (``_feed_deadline``): a run that ends by its deadline runs them too.
+        ``triage`` (a mode of ``runner.triage``): a torch.compile cell that failed is
+        reported only after a triage job of it ran in a fresh worker, with the job's
+        verdict in its row; a job that would start past the deadline does not, and its
+        cell is reported with ``triage interrupted``. A cell
         carrying a recorded row (``runner.triage.RECORDED``) is such a job alone: its
         verdict joins that row; one that would end after the deadline does not start and
         reports nothing.
@@ -635,8 +636,8 @@ class Executor:
         the feed closes, the cells under way end, and the retries run alone while they
         fit the run's own deadline. The cells under way at the close end by then only
         half the time (by the median): one more median wall of the run is kept for them."""
-        if deadline is None:
-            return None
+        if deadline is None or not any(cell.crowded_retries for cell in again):
+            return deadline
         room = self.crowded_reserve_share * (deadline - started)
         walls = self._walls()
         drain = statistics.median(walls) if walls else 0.0
