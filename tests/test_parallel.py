@@ -14,6 +14,7 @@ import sys
 import textwrap
 import threading
 import time
+from collections import deque
 from pathlib import Path
 
 import pytest
@@ -895,19 +896,20 @@ def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_pa
         results.append(result)
         events.append(("end", result.cell_key))
 
-    # Half the run kept for it: these cells' walls (seconds, a worker's start included)
-    # are a larger share of a short test run than a GPU chunk's minute of its half hour.
+    # The whole run may be kept for it: these cells' walls (seconds, a worker's start
+    # included, longer on a loaded machine) are a far larger share of a short test run
+    # than a GPU chunk's minute of its half hour.
     executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
-    executor.crowded_reserve_share = 0.5
+    executor.crowded_reserve_share = 1.0
     started = time.monotonic()
     executor.run(
         feed,
         recorded,
         on_start=lambda cell: events.append(("start", cell.key)),
         retry=_crowded_once,
-        deadline=started + 30.0,
+        deadline=started + 40.0,
     )
-    assert time.monotonic() - started < 45.0
+    assert time.monotonic() - started < 70.0
     starts = [key for what, key in events if what == "start"]
     assert 3 < len(starts) < len(feed)  # ended by the deadline, cells left
     retried = next(result for result in results if result.cell_key == oom.key)
@@ -915,6 +917,27 @@ def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_pa
     assert retried.notes.startswith("an attempt at batch 8 ended oom")
     # Its second start is the last, alone: every other cell had ended.
     assert starts[-1] == oom.key and events[-2:] == [("start", oom.key), ("end", oom.key)]
+
+
+def test_the_time_kept_for_crowded_retries_is_theirs_and_the_drains_within_the_share(
+    tmp_path,
+):
+    """The feed's deadline: the run's, less one median wall of the run (the cells under
+    way ending) and each queued crowded retry's column median, for as many as fit in
+    the share of the run; nothing kept without a crowded retry or room for one."""
+    slow, oom = _oom_beside_a_slow_cell()
+    executor = Executor(tmp_path, workers=2, crowded_reserve_share=0.2)
+    executor._column_walls[slow.config] = [10.0, 20.0, 30.0]
+    crowded = [dataclasses.replace(oom, batch_size=n).crowded_retry() for n in (1, 2, 3)]
+    queue = deque([crowded[0], slow, *crowded[1:]])
+    # 200 s of room: the drain's 20 and three retries of 20 each.
+    assert executor._feed_deadline(1000.0, queue, 0.0) == 1000.0 - 80.0
+    # 50 s: the drain and one retry (a second would make 60).
+    assert executor._feed_deadline(250.0, queue, 0.0) == 250.0 - 40.0
+    # 30 s: not even one; nothing kept.
+    assert executor._feed_deadline(150.0, queue, 0.0) == 150.0
+    assert executor._feed_deadline(1000.0, deque([slow]), 0.0) == 1000.0
+    assert executor._feed_deadline(None, queue, 0.0) is None
 
 
 def test_a_cell_planned_as_a_crowded_retry_waits_to_run_alone(tmp_path):
