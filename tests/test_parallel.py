@@ -899,8 +899,7 @@ def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_pa
     # The whole run may be kept for it: these cells' walls (seconds, a worker's start
     # included, longer on a loaded machine) are a far larger share of a short test run
     # than a GPU chunk's minute of its half hour.
-    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
-    executor.crowded_reserve_share = 1.0
+    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks", crowded_reserve_share=1.0)
     started = time.monotonic()
     executor.run(
         feed,

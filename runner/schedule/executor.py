@@ -618,9 +618,17 @@ class Executor:
         if deadline is None:
             return False
         if expected_s is None:
-            walls = self._walls()
-            expected_s = statistics.median(walls) if walls else 0.0
+            expected_s = self._expected_s()
         return time.monotonic() + expected_s >= deadline
+
+    def _expected_s(self, cell: Cell | None = None) -> float:
+        """How long ``cell`` would likely take: the median wall of its column's cells
+        finished so far in this run where there are some, else of all of them (0 before
+        the first); without a cell, the run's."""
+        walls = (self._column_walls.get(cell.config) if cell is not None else None) or (
+            self._walls()
+        )
+        return statistics.median(walls) if walls else 0.0
 
     def _walls(self) -> list[float]:
         """The wall times of every cell the last run() finished, whatever its column."""
@@ -639,14 +647,12 @@ class Executor:
         if deadline is None or not any(cell.crowded_retries for cell in again):
             return deadline
         room = self.crowded_reserve_share * (deadline - started)
-        walls = self._walls()
-        drain = statistics.median(walls) if walls else 0.0
+        drain = self._expected_s()
         reserve = 0.0
         for cell in again:
             if not cell.crowded_retries:
                 continue
-            own = self._column_walls.get(cell.config) or walls
-            expected = statistics.median(own) if own else 0.0
+            expected = self._expected_s(cell)
             if drain + reserve + expected > room:
                 break
             reserve += expected
@@ -665,8 +671,7 @@ class Executor:
     def _cell_closed(self, cell: Cell | None, deadline: float | None) -> bool:
         """Whether ``cell`` started now would likely end after ``deadline``: by the
         median of its column's cells finished so far, else of the whole run's."""
-        walls = self._column_walls.get(cell.config) if cell is not None else None
-        return self._closed(deadline, statistics.median(walls) if walls else None)
+        return self._closed(deadline, self._expected_s(cell))
 
     def _check(self, worker: Worker, on_phase: Callable[[Cell, str], None]) -> CellResult | None:
         running = worker.running
