@@ -16,7 +16,9 @@ the sweep's chunks reached (their cells' wall time over the chunks' own; the hea
 chunks' where the label has none), or times the seconds such a cell held the GPU alone
 where that is more (timing and autotuning never overlap: max-autotune's columns are
 bound by their tuning). A cell recorded before rows kept those seconds counts the time
-its timing plan gives its calls instead. An estimate from what was measured, no more: a
+its timing plan gives its calls instead, except in a max-autotune column, which is left
+unpriced until one of its cells recorded its holds (a timing plan misses the autotuning
+that holds the GPU alone for most of such a cell). An estimate from what was measured, no more: a
 config with few recorded cells, or cells of lighter models than the ones left, reads
 low; the chunks' tails are in the parallelism.
 """
@@ -37,6 +39,10 @@ from runner.matrix.cells import CellConfig  # noqa: E402
 from runner.matrix.results import STATUSES  # noqa: E402
 from runner.measure.timing import TIMING_PLANS  # noqa: E402
 from zoo.catalog import select  # noqa: E402
+
+# Inductor modes whose compile autotunes kernels at length (holding the GPU alone): a
+# column of them is priced only by cells that recorded those holds.
+TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
 
 
 def main() -> int:
@@ -63,13 +69,14 @@ def main() -> int:
     # cell's wall seconds with the seconds it held the GPU alone (recorded, or what its
     # timing plan gives its calls), whatever its model.
     found: dict[CellConfig, dict[str, str]] = defaultdict(dict)
-    walls: dict[CellConfig, list[tuple[float, float]]] = defaultdict(list)
+    walls: dict[CellConfig, list[tuple[float, float, bool]]] = defaultdict(list)
     for *axes, model_id, status, wall_s, pair_ms, alone_s in rows:
         column = CellConfig(*axes)
         if model_id in suite_of:
             found[column].setdefault(model_id, status)
         if wall_s is not None and wall_s > 0:
-            walls[column].append((wall_s, alone_s if alone_s is not None else _timed_s(pair_ms)))
+            alone = alone_s if alone_s is not None else _timed_s(pair_ms)
+            walls[column].append((wall_s, alone, alone_s is not None))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
     print("| config | suite | recorded / planned | " + " | ".join(STATUSES) + " |")
@@ -131,7 +138,7 @@ def _parallelism(con, label: str, chunks: list[tuple]) -> tuple[float | None, st
 
 def _print_left(
     left: dict[CellConfig, int],
-    walls: dict[CellConfig, list[tuple[float, float]]],
+    walls: dict[CellConfig, list[tuple[float, float, bool]]],
     parallel: float | None,
     source: str,
 ) -> None:
@@ -157,14 +164,20 @@ def _print_left(
             unknown += cells
             print(f"| {column.label()} | {cells} | not measured | - | - |")
             continue
-        mean = sum(wall for wall, _ in seen) / len(seen)
-        timed = sum(timed for _, timed in seen) / len(seen)
+        mean = sum(wall for wall, _, _ in seen) / len(seen)
+        if column.mode in TUNED_MODES and not any(recorded for *_, recorded in seen):
+            # Its cells predate the recorded holds: their timing plan would price it, and
+            # miss the autotuning that holds the GPU alone for most of such a cell.
+            unknown += cells
+            print(f"| {column.label()} | {cells} | {mean:.0f} ({len(seen)}) | not recorded | - |")
+            continue
+        timed = sum(timed for _, timed, _ in seen) / len(seen)
         hours = cells * max(mean / parallel, timed) / 3600
         total += hours
         print(
             f"| {column.label()} | {cells} | {mean:.0f} ({len(seen)}) | {timed:.1f} | {hours:.1f} |"
         )
-    tail = f", and {unknown} cells of configs never measured" if unknown else ""
+    tail = f", and {unknown} cells of configs not priced" if unknown else ""
     print(f"| all | {sum(left.values())} | | | {total:.1f}{tail} |")
 
 
