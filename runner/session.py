@@ -67,6 +67,9 @@ class Outcome:
     stopped_by: signal.Signals | None = None
     # Whether it was asked to wrap up (SIGUSR1, ``Session.run``'s ``wrap_up_s``).
     wrapped_up: bool = False
+    # The cells (model and column) still under way at the wrap-up's end, stopped there
+    # without a row: the next run runs them.
+    stopped: list[str] = field(default_factory=list)
 
     @property
     def interrupted(self) -> bool:
@@ -121,9 +124,9 @@ class Session:
         stays the one writer of the store.
 
         ``wrap_up_s`` (from the main thread): SIGUSR1 makes the run end
-        within that many seconds, as if its time limit were then (where that is sooner):
-        what a batch scheduler's warning before a job's end asks for (Slurm's
-        ``--signal=B:USR1@S``)."""
+        within that many seconds, as if its time limit were then (where that is sooner),
+        stopping the cells still under way then (``Outcome.stopped``): what a batch
+        scheduler's warning before a job's end asks for (Slurm's ``--signal=B:USR1@S``)."""
         cells = list(cells)
         run = RunRecord.starting(self.env, self.device, cells_planned=len(cells), **self.run_values)
         if self.store is not None:
@@ -165,6 +168,7 @@ class Session:
                     outcome.reason, outcome.exit_code = str(error), error.exit_code
                     outcome.stopped_by = error.signal
                 outcome.wrapped_up = ray_executor.wrapped_up
+                outcome.stopped = list(ray_executor.stopped)
                 outcome.nodes = ray_executor.stats
                 outcome.holds = list(ray_executor.holds)
             else:
@@ -191,6 +195,7 @@ class Session:
                         outcome.reason, outcome.exit_code = str(error), error.exit_code
                         outcome.stopped_by = error.signal
                     outcome.wrapped_up = executor.wrapped_up
+                    outcome.stopped = [_named(cell) for cell in executor.stopped]
                     outcome.usage = executor.usage
                     outcome.holds = list(each_hold(workdir))
         except BaseException:
@@ -203,6 +208,10 @@ class Session:
         if self.store is not None:
             self.store.finish_run(run.run_id, outcome.status, len(outcome.results))
         return outcome
+
+
+def _named(cell: Cell) -> str:
+    return f"{cell.spec.id} {cell.config.label()}"
 
 
 @contextlib.contextmanager

@@ -274,7 +274,7 @@ def test_a_recorded_cells_triage_job_that_would_not_fit_leaves_no_row(tmp_path, 
     assert first["wall_s"] > 0.25
     assert zoo_run([*failing, *base, "--triage", "ladder", "--time-limit", "1"]) == 0
     assert len(rows(db)) == 1
-    assert "time limit of 1 s reached: 1 cells not started" in capsys.readouterr().out
+    assert "time limit of 1 s reached: 1 cells not recorded" in capsys.readouterr().out
 
 
 def test_a_triage_job_past_the_time_limit_is_left_for_the_next_run(tmp_path):

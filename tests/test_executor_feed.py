@@ -61,3 +61,27 @@ def test_stop_from_another_thread_kills_the_workers_and_drops_the_cell(tmp_path)
 
     with pytest.raises(Interrupted):
         _run_beside(tmp_path, _cell("misbehaving.py:HangWhenCompiled"), stop_when_compiling)
+
+
+def test_wrap_up_ends_on_time_stopping_a_cell_still_under_way(tmp_path):
+    """A wrap-up's end is kept: a cell still compiling then is stopped without a result
+    (``stopped`` names it), the cell finished before keeps its result, and the run ends
+    without an error instead of waiting for the cell's own timeout (300 s)."""
+    hang = _cell("misbehaving.py:HangWhenCompiled")
+    feed = CellQueue()
+    feed.put([_cell("toy_models.py:TinyMLP"), hang])
+    results: list = []
+    compiling: list = []
+    executor = Executor(tmp_path, workers=1, lock_dir=tmp_path / "locks")
+
+    def on_phase(cell, phase):
+        if cell.key == hang.key and phase == "compile":
+            compiling.append(time.monotonic())
+            executor.wrap_up(1.0)
+
+    started = time.monotonic()
+    executor.run(feed, on_result=results.append, on_phase=on_phase)
+    assert [(r.model_id, r.status) for r in results] == [("custom/toy_models:TinyMLP", "pass")]
+    assert compiling and time.monotonic() - compiling[0] < 20
+    assert executor.stopped == [hang] and executor.wrapped_up
+    assert time.monotonic() - started < 120

@@ -312,8 +312,8 @@ def test_help_names_the_executor_options(capsys):
 
 
 def test_sigusr1_wraps_up_every_node(two_nodes, tmp_path):
-    """The driver's SIGUSR1 reaches the nodes: the cells under way finish, none starts
-    after, and the run ends as finished and says why."""
+    """The driver's SIGUSR1 reaches the nodes: none starts a cell after, and the run
+    ends as finished and says why."""
     db = tmp_path / "zoo.duckdb"
     proc = _zoo_run(
         *SMALL, "--dynamic", "false,true", "--executor", "ray",
@@ -325,6 +325,6 @@ def test_sigusr1_wraps_up_every_node(two_nodes, tmp_path):
     assert proc.returncode == 0, output
     recorded = len(rows(db))
     assert 1 <= recorded < 4, output
-    assert f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {4 - recorded} cells not started" in output
+    assert f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {4 - recorded} cells not recorded" in output
     (run,) = rows(db, "SELECT * FROM runs")
     assert run["status"] == "finished" and run["cells_recorded"] == recorded

@@ -363,9 +363,9 @@ def test_retry_failed_plans_a_crowded_oom_as_a_crowded_retry(tmp_path):
 
 
 def test_sigusr1_wraps_the_run_up_and_the_same_command_resumes(tmp_path):
-    """A batch job's warning before its end (SIGUSR1): the cell under way finishes, no
-    new one starts, the run ends as finished with a line that says so, and the same
-    command later runs only the cells left."""
+    """A batch job's warning before its end (SIGUSR1): no new cell starts, one still
+    under way at the wrap-up's end is stopped, the run ends as finished with a line that
+    says so, and the same command later runs only the cells left."""
     db = tmp_path / "zoo.duckdb"
     args = [
         "--module",
@@ -402,7 +402,8 @@ def test_sigusr1_wraps_the_run_up_and_the_same_command_resumes(tmp_path):
     recorded = rows(db)
     assert 1 <= len(recorded) < 4, output
     assert (
-        f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {4 - len(recorded)} cells not started" in output
+        f"wrapped up on SIGUSR1 (--wrap-up 0.01 s): {4 - len(recorded)} cells not recorded"
+        in output
     )
     assert main(args) == 0
     assert len(rows(db)) == 4

@@ -375,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=120.0,
         metavar="SECONDS",
         help="on SIGUSR1, end within this many seconds, as if the time limit were then: the "
-        "cells under way finish, crowded retries and triage jobs that fit still run, no "
+        "cells under way finish (those still running then are stopped, without a row), "
+        "crowded retries and triage jobs that fit still run, no "
         "cell starts that would likely end later. For a batch job's warning before its "
         "end (Slurm: #SBATCH --signal=B:USR1@300 and exec zoo-run ... --wrap-up 240); "
         "with --executor ray every node wraps up (default: %(default)g)",
@@ -764,9 +765,14 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             if outcome.wrapped_up
             else f"time limit of {args.time_limit:g} s reached"
         )
+        stopped = outcome.stopped
+        started = f", {len(stopped)} of them stopped at the wrap-up's end" if stopped else ""
         out.print(
-            f"{why}: {total - len(results)} cells not started; the same command resumes with them"
+            f"{why}: {total - len(results)} cells not recorded{started}; the same command "
+            "resumes with them"
         )
+        if stopped:
+            out.print("stopped (still under way at the wrap-up's end): " + ", ".join(stopped))
     return 0
 
 

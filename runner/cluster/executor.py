@@ -313,6 +313,8 @@ class RayExecutor:
         # A wrap-up asked for (``wrap_up``), handed to the nodes by run()'s loop: seconds.
         self._wrap_up_s: float | None = None
         self.wrapped_up = False
+        # The cells the nodes stopped at the wrap-up's end without a row (model, column).
+        self.stopped: list[str] = []
 
     def wrap_up(self, within_s: float) -> None:
         """As ``Executor.wrap_up``, on every node: the run ends within ``within_s``
@@ -499,6 +501,7 @@ class RayExecutor:
         pending.extendleft(reversed(back))
 
     def _finished(self, node: _Node, outcome: dict[str, Any]) -> None:
+        self.stopped.extend(outcome.get("stopped", []))
         if outcome.get("usage"):
             node.stats.usage = Usage.from_dict(outcome["usage"])
         for worker, key, kind, start, end in outcome.get("holds", []):

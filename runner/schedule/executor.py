@@ -310,6 +310,9 @@ class Executor:
         # sooner one holds. Whether the last run() was asked to wrap up.
         self._cut: float | None = None
         self.wrapped_up = False
+        # The cells the last run() stopped at its wrap-up's end, still under way then,
+        # that got no result.
+        self.stopped: list[Cell] = []
         # Over the cells of the last run(): seconds from submission to result, by column
         # (its own column's judge a cell against a deadline), and of them, seconds
         # waiting for a GPU's lock (how much the lock held workers back).
@@ -383,7 +386,10 @@ class Executor:
         """Have the ``run()`` under way (or the next) end within ``within_s`` seconds from
         now, as if its deadline were then (where that is sooner): no cell starts that
         would likely end after it, crowded retries and triage jobs that fit still run.
-        Safe to call from a signal handler or another thread."""
+        Cells still under way at that end are stopped as Ctrl-C would stop them (no
+        result; ``stopped`` lists them) and the run ends: the wrap-up's end is kept even
+        where a cell started before it runs long. Safe to call from a signal handler or
+        another thread."""
         self._cut = time.monotonic() + within_s
 
     def stop(self) -> None:
@@ -448,6 +454,7 @@ class Executor:
         self._lock_wait_s = 0.0
         self._column_walls = defaultdict(list)
         self._stop.clear()
+        self.stopped = []
         slots: list[Worker | None] = [None] * self.workers
         # Only the main thread may set a signal handler (a cluster node runs this in one
         # of its own threads, and stops it with stop()).
@@ -573,6 +580,26 @@ class Executor:
                         result_path = self.workdir / f"result-{self._spawned}-{cell.key}.json"
                         worker.submit(cell, result_path)
                         on_start(cell)
+                if self._cut is not None and time.monotonic() >= self._cut:
+                    # The wrap-up's end, with the results already in taken: what is
+                    # under way or queued ends as Ctrl-C would end it, and the run too.
+                    self.stopped = [w.running.cell for w in slots if w and w.running]
+                    for worker in slots:
+                        if worker is not None:
+                            worker.kill()
+                    slots = [None] * self.workers
+                    for cell in [*again, *self.stopped]:
+                        # A crowded retry queued, or stopped: it did not run alone to its end.
+                        last = pending.get(cell.key)
+                        if cell.crowded_retries and last is not None:
+                            last.notes = "; ".join(filter(None, [last.notes, ALONE_NOT_REACHED]))
+                    # Listed: those left without a row (a retry's earlier attempt, a
+                    # triaged cell's failure, are recorded by _settle).
+                    self.stopped = [
+                        c for c in self.stopped if c.key not in held and c.key not in pending
+                    ]
+                    _settle(held, from_store, pending, earlier, on_result)
+                    break
                 if self.quiet_timing:
                     _quiet_while_timing(slots)
                 time.sleep(POLL_S)
@@ -581,15 +608,7 @@ class Executor:
                 if worker is not None:
                     worker.kill()
             slots = []
-            # Finished cells whose triage was under way are recorded, untriaged (a
-            # recorded cell's row is there already).
-            for key, result in held.items():
-                if key not in from_store:
-                    result.triage_rung = TRIAGE_INTERRUPTED
-                    on_result(result)
-            # Cells whose retry had not ended: their last attempt, as it ended.
-            for key, result in pending.items():
-                on_result(_last_attempt(result, earlier.get(key, [])))
+            _settle(held, from_store, pending, earlier, on_result)
             raise interruption(stop) from None
         finally:
             # Idle workers hold nothing worth waiting for: end them at once, so that a
@@ -791,6 +810,26 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
     index = next(i for i, queued in enumerate(again) if queued is cell)
     del again[index]
     return cell
+
+
+def _settle(
+    held: dict[str, CellResult],
+    from_store: set[str],
+    pending: dict[str, CellResult],
+    earlier: dict[str, list[str]],
+    on_result: Callable[[CellResult], None],
+) -> None:
+    """Report what a run stopped early leaves waiting: finished cells whose triage had
+    not ended, untriaged (a recorded cell's row is there already), and cells whose
+    retry had not ended, as their last attempt ended."""
+    for key, result in held.items():
+        if key not in from_store:
+            result.triage_rung = TRIAGE_INTERRUPTED
+            on_result(result)
+    held.clear()
+    for key, result in pending.items():
+        on_result(_last_attempt(result, earlier.get(key, [])))
+    pending.clear()
 
 
 def _last_attempt(result: CellResult, attempts: list[str]) -> CellResult:
