@@ -921,18 +921,20 @@ def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_pa
 def test_the_time_kept_for_crowded_retries_is_theirs_and_the_drains_within_the_share(
     tmp_path,
 ):
-    """The feed's deadline: the run's, less one median wall of the run (the cells under
-    way ending) and each queued crowded retry's column median, for as many as fit in
-    the share of the run; nothing kept without a crowded retry or room for one."""
+    """The feed's deadline: the run's, less the cells under way ending (the last of
+    two: the run's walls at quantile 2/3) and each queued crowded retry's column upper
+    quartile, for as many as fit in the share of the run; nothing kept without a crowded
+    retry or room for one."""
     slow, oom = _oom_beside_a_slow_cell()
     executor = Executor(tmp_path, workers=2, crowded_reserve_share=0.2)
-    executor._column_walls[slow.config] = [10.0, 20.0, 30.0]
+    executor._column_walls[slow.config] = [30.0, 10.0, 20.0]
     crowded = [dataclasses.replace(oom, batch_size=n).crowded_retry() for n in (1, 2, 3)]
     queue = deque([crowded[0], slow, *crowded[1:]])
-    # 200 s of room: the drain's 20 and three retries of 20 each.
-    assert executor._feed_deadline(1000.0, queue, 0.0) == 1000.0 - 80.0
-    # 50 s: the drain and one retry (a second would make 60).
-    assert executor._feed_deadline(250.0, queue, 0.0) == 250.0 - 40.0
+    drain, retry = 20.0 + 10.0 / 3, 25.0
+    # 200 s of room: the drain and three retries.
+    assert executor._feed_deadline(1000.0, queue, 0.0) == pytest.approx(1000.0 - drain - 3 * retry)
+    # 50 s: the drain and one retry (a second would make 73).
+    assert executor._feed_deadline(250.0, queue, 0.0) == pytest.approx(250.0 - drain - retry)
     # 30 s: not even one; nothing kept.
     assert executor._feed_deadline(150.0, queue, 0.0) == 150.0
     assert executor._feed_deadline(1000.0, deque([slow]), 0.0) == 1000.0

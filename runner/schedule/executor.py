@@ -14,7 +14,6 @@ import contextlib
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
@@ -81,6 +80,11 @@ ALONE_NOT_REACHED = "its retry alone did not fit before the run's time limit"
 # that ends by its deadline, not by running out of cells (every chunk of a sweep), never
 # runs them (docs/PERFORMANCE.md, "Crowded retries in chunks").
 CROWDED_RESERVE_SHARE = 0.2
+# The quantile of its column's walls a crowded retry is expected to take alone: the
+# cells that run out of memory are the larger models (in run 7854491c the one retry
+# that ran, maxvit_large_tf_512, took 149 s; its column's median was 59 s, its upper
+# quartile 129 s).
+CROWDED_QUANTILE = 0.75
 STOPPED = "stopped"
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
@@ -525,7 +529,7 @@ class Executor:
                         if (
                             ready is not None
                             and ready.crowded_retries
-                            and self._cell_closed(ready, deadline)
+                            and self._closed(deadline, self._expected_s(ready, CROWDED_QUANTILE))
                         ):
                             # Alone, it would likely end after the deadline: its last
                             # attempt stands (a recorded row, or this run's result).
@@ -640,14 +644,14 @@ class Executor:
             expected_s = self._expected_s()
         return time.monotonic() + expected_s >= deadline
 
-    def _expected_s(self, cell: Cell | None = None) -> float:
-        """How long ``cell`` would likely take: the median wall of its column's cells
-        finished so far in this run where there are some, else of all of them (0 before
-        the first); without a cell, the run's."""
+    def _expected_s(self, cell: Cell | None = None, quantile: float = 0.5) -> float:
+        """How long ``cell`` would likely take: the median wall (or another
+        ``quantile``) of its column's cells finished so far in this run where there are
+        some, else of all of them (0 before the first); without a cell, the run's."""
         walls = (self._column_walls.get(cell.config) if cell is not None else None) or (
             self._walls()
         )
-        return statistics.median(walls) if walls else 0.0
+        return _quantile(walls, quantile) if walls else 0.0
 
     def _walls(self) -> list[float]:
         """The wall times of every cell the last run() finished, whatever its column."""
@@ -658,20 +662,21 @@ class Executor:
     ) -> float | None:
         """The deadline new cells from the feed are judged against: the run's, less the
         time the crowded retries queued by now would take alone, one after another (each
-        by its column's median wall, as ``_cell_closed`` judges it), for as many of them,
-        in queue order, as fit in ``crowded_reserve_share`` of the run. Once it passes,
-        the feed closes, the cells under way end, and the retries run alone while they
-        fit the run's own deadline. The cells under way at the close end by then only
-        half the time (by the median): one more median wall of the run is kept for them."""
+        by its column's upper-quartile wall, as a retry's start is judged: a cell that ran
+        out of memory is one of the larger models), for as many of them, in queue order,
+        as fit in ``crowded_reserve_share`` of the run, and the time the cells under way
+        at the close take to end: the last of ``workers`` of them, the run's walls at
+        quantile workers/(workers + 1). Once it passes, the feed closes, the cells under
+        way end, and the retries run alone while they fit the run's own deadline."""
         if deadline is None or not any(cell.crowded_retries for cell in again):
             return deadline
         room = self.crowded_reserve_share * (deadline - started)
-        drain = self._expected_s()
+        drain = self._expected_s(quantile=self.workers / (self.workers + 1))
         reserve = 0.0
         for cell in again:
             if not cell.crowded_retries:
                 continue
-            expected = self._expected_s(cell)
+            expected = self._expected_s(cell, CROWDED_QUANTILE)
             if drain + reserve + expected > room:
                 break
             reserve += expected
@@ -810,6 +815,15 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
     index = next(i for i, queued in enumerate(again) if queued is cell)
     del again[index]
     return cell
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """``values`` at quantile ``q`` (0 to 1), linear between the nearest two."""
+    ordered = sorted(values)
+    position = q * (len(ordered) - 1)
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def _settle(
