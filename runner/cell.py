@@ -57,6 +57,8 @@ FP64_REF_CUDA_FREE_FRACTION = 0.25
 FP64_REF_CPU_BYTES = 4 * 2**30
 # Names of failing outputs kept in the row (a training step compares every parameter).
 ACCURACY_FAILED_SHOWN = 20
+# The longest note of an exception kept in the row's notes.
+NOTE_CHARS = 300
 
 
 def non_finite(outputs: list[torch.Tensor]) -> int:
@@ -109,6 +111,8 @@ def measure_cell(
             result.error_signature = outcome.signature
         except Exception as exc:
             record_failure(result, exc, ctx.phase)
+            # What the raiser added about the failure (the zoo: whose a build failure is).
+            ctx.notes.extend(str(note)[:NOTE_CHARS] for note in getattr(exc, "__notes__", ()))
             # Read before the cell's memory is freed: what it and the others held.
             if result.status == OOM and (note := device_memory_note()):
                 ctx.note(note)

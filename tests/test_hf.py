@@ -176,6 +176,22 @@ def test_depth_cut_keeps_a_run_length_layer_pattern_consistent():
     ] * (config.num_layers % 2)
 
 
+@pytest.mark.parametrize("name", ["OlmoHybridModel", "Qwen3NextModel"])
+def test_depth_cut_keeps_every_kind_of_layer(name):
+    # One full-attention layer in four: a one-layer cut kept only linear attention
+    # (OLMo-Hybrid's config refused it; Qwen3-Next's built another model). The cut stops
+    # at the fewest layers that keep both, above the limit if need be, and says so.
+    recipe = building.recipe_for(hf_spec(name, size="full"))
+    assert set(recipe.config.layer_types) == {"linear_attention", "full_attention"}
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
+    assert sorted(config.layer_types) == ["full_attention", "linear_attention"]
+    assert note.startswith("depth cut from ") and " to 2 layers to fit 1B" in note
+    if depth.count_params(recipe.model_class, config) > 10**9:
+        assert note.endswith("still above 1B at 2 layers, the fewest that keep every kind")
+    with torch.device("meta"):
+        recipe.model_class(config)
+
+
 def test_full_build_is_cut_initialized_and_noted():
     model = hf_spec("BertModel", size="full", max_params=50 * 10**6).build()
     (note,) = model.build_notes
@@ -261,6 +277,21 @@ def test_inputs_the_headline_read_as_eager_errors_now_run():
         assert outputs and all(torch.isfinite(o.float()).all() for o in outputs), spec.name
 
 
+def test_a_model_with_two_main_inputs_gets_both():
+    """OneFormer names two main inputs (pixels and its task prompt's tokens); a list as
+    ``main_input_name`` was a build_error (unhashable) on the H200. It gets both now."""
+    spec = hf_spec("OneFormerModel")
+    recipe = building.recipe_for(spec)
+    assert recipe.input_names[:2] == ("pixel_values", "task_inputs")
+    pixels, task = spec.example_inputs(2, "cpu", 16)
+    assert task.shape == (2, recipe.config.task_seq_len)
+    assert int(task.max()) < recipe.config.text_encoder_vocab_size
+    model = spec.build().eval()
+    with torch.no_grad():
+        outputs = model(pixels, task)
+    assert outputs and all(torch.isfinite(o.float()).all() for o in outputs)
+
+
 def test_inputs_of_the_task_heads():
     # A multiple-choice head takes each sample's tokens once per answer.
     spec = hf_spec("BertForMultipleChoice")
@@ -337,6 +368,30 @@ def test_depth_cut_is_in_the_cell_notes():
     result = measure_cell(cell)
     assert result.status == "pass", result.error_message
     assert "depth cut from 12 to" in result.notes and "to fit 30M params" in result.notes
+
+
+def test_a_build_error_row_says_whose_failure_it_is(monkeypatch):
+    """Most HF build_error rows of the headline are transformers' own defaults that do
+    not build (DbrxModel(DbrxConfig()) reads a setting its sub-config lacks): the row's
+    notes say so. One the zoo's settings cause says that instead."""
+    spec = hf_spec("DbrxModel", size="full")
+    cell = Cell(spec, CellConfig("eager", "none", "false", "fp32"), "full", 2, 8, "cpu", "env")
+    result = measure_cell(cell)
+    assert result.status == "build_error" and result.error_type == "AttributeError"
+    assert "transformers' own default config fails too: DbrxModel(DbrxConfig()) raises " in (
+        result.notes
+    )
+
+    def broken_cut(model_class, config, max_params):
+        raise ValueError("a depth the config refuses")
+
+    monkeypatch.setattr(building, "fit_depth", broken_cut)
+    with pytest.raises(ValueError) as raised:
+        hf_spec("BertModel", size="full").build()
+    assert raised.value.__notes__ == [
+        "BertModel(BertConfig()) builds (on the meta device): the zoo's settings of its "
+        "config broke it"
+    ]
 
 
 def test_a_sequence_longer_than_the_position_table_is_cut_to_fit():

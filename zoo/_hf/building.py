@@ -3,6 +3,7 @@ it on its device, and its example inputs. Imports torch and transformers."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from typing import Any
@@ -87,6 +88,11 @@ def text_positions(recipe: Recipe) -> int | None:
 
 def build(spec: ModelSpec) -> KeywordModel:
     recipe = recipe_for(spec)
+    with _whose_failure(recipe.model_class):
+        return _build(spec, recipe)
+
+
+def _build(spec: ModelSpec, recipe: Recipe) -> KeywordModel:
     config, notes = recipe.config, []
     if spec.size == "full":
         config, note = fit_depth(recipe.model_class, config, spec.max_params or DEFAULT_MAX_PARAMS)
@@ -111,6 +117,35 @@ def build(spec: ModelSpec) -> KeywordModel:
     return KeywordModel(model, recipe.input_names, tuple(notes), text_positions(recipe))
 
 
+@contextlib.contextmanager
+def _whose_failure(model_class: type):
+    """A failure to configure or construct ``model_class`` gets a note (the row's notes)
+    saying whose it is: whether transformers' own default config builds the class
+    (on the meta device, nothing allocated). If it does not, the library's default is
+    broken, whatever the zoo does; if it does, the zoo's settings (tiny widths, the depth
+    cut, settings a forward pass needs) broke it."""
+    try:
+        yield
+    except Exception as failure:
+        config_class = getattr(model_class, "config_class", None)
+        if config_class is None or isinstance(failure, torch.OutOfMemoryError | MemoryError):
+            raise
+        call = f"{model_class.__name__}({config_class.__name__}())"
+        try:
+            with offline(), torch.device("meta"):
+                model_class(config_class())
+        except Exception as plain:
+            failure.add_note(
+                f"transformers' own default config fails too: {call} raises "
+                f"{type(plain).__name__}, so the default, not the zoo's settings, is at fault"
+            )
+        else:
+            failure.add_note(
+                f"{call} builds (on the meta device): the zoo's settings of its config broke it"
+            )
+        raise
+
+
 @functools.cache
 def recipe_for(spec: ModelSpec) -> Recipe:
     with offline():
@@ -125,12 +160,13 @@ def _recipe(spec: ModelSpec) -> Recipe:
     config_class = getattr(model_class, "config_class", None)
     if config_class is None:
         raise RuntimeError(f"{spec.name} names no config class to build it from")
-    config = default_config(config_class)
-    if spec.size == "tiny":
-        config = tiny_config(config, model_class)
-    elif spec.size != "full":
+    if spec.size not in SIZES:
         raise ValueError(f"unknown size {spec.size!r}; choose one of: {', '.join(SIZES)}")
-    config = edited(config, lambda d: runnable(d, spec.task))
+    with _whose_failure(model_class):
+        config = default_config(config_class)
+        if spec.size == "tiny":
+            config = tiny_config(config, model_class)
+        config = edited(config, lambda d: runnable(d, spec.task))
     return Recipe(model_class, config, input_names(model_class, config, spec.task))
 
 

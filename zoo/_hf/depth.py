@@ -100,21 +100,25 @@ def fit_depth(model_class: type, config, max_params: int):
     """``config`` with every layer count cut by the same factor until the model has at
     most ``max_params`` parameters, and a note saying so (``None`` when nothing was cut)."""
     params = count_params(model_class, config)
-    deepest = max(_layer_counts(config.to_dict()), default=0)
-    if params <= max_params or deepest <= 1:
+    data = config.to_dict()
+    deepest = max(_layer_counts(data), default=0)
+    # The fewest layers that keep every kind of layer (OLMo-Hybrid's one full-attention
+    # layer in four: a config without one is rejected, and would be another model).
+    fewest = min(deepest, _layer_kinds(data))
+    if params <= max_params or deepest <= fewest:
         return config, None
 
     def at_depth(layers: int):
         return edited(config, lambda d: set_depth(d, lambda n: max(1, n * layers // deepest)))
 
     # Parameters grow linearly with depth: two counts give the cost of a layer.
-    shallowest = count_params(model_class, at_depth(1))
-    per_layer = (params - shallowest) / (deepest - 1)
-    layers = 1 + int((max_params - shallowest) // per_layer) if per_layer > 0 else 1
-    layers = max(1, min(layers, deepest - 1))
+    shallowest = count_params(model_class, at_depth(fewest))
+    per_layer = (params - shallowest) / (deepest - fewest)
+    layers = fewest + int((max_params - shallowest) // per_layer) if per_layer > 0 else fewest
+    layers = max(fewest, min(layers, deepest - 1))
     cut_config = at_depth(layers)
     cut_params = count_params(model_class, cut_config)
-    while cut_params > max_params and layers > 1:
+    while cut_params > max_params and layers > fewest:
         layers -= 1
         cut_config = at_depth(layers)
         cut_params = count_params(model_class, cut_config)
@@ -124,8 +128,31 @@ def fit_depth(model_class: type, config, max_params: int):
         f"({human_count(params)} -> {human_count(cut_params)})"
     )
     if cut_params > max_params:
-        note += f"; still above {limit} at one layer"
+        fewest_text = (
+            "one layer" if fewest == 1 else f"{fewest} layers, the fewest that keep every kind"
+        )
+        note += f"; still above {limit} at {fewest_text}"
     return cut_config, note
+
+
+def _layer_kinds(data: dict[str, Any]) -> int:
+    """The most kinds of layer one per-layer list of names in the config gives
+    (``layer_types``: sliding and full attention are two), 1 where none does."""
+    kinds = [1]
+
+    def visit(d: dict[str, Any]) -> None:
+        counts = {d[k] for k in LAYER_FIELDS if is_count(d.get(k)) and d[k] > 1}
+        for value in d.values():
+            # Named kinds: per-layer numbers (widths, flags, indices) are settings.
+            if (
+                isinstance(value, list)
+                and len(value) in counts
+                and all(isinstance(v, str) for v in value)
+            ):
+                kinds.append(len(set(value)))
+
+    walk(data, visit)
+    return max(kinds)
 
 
 def human_count(count: int) -> str:

@@ -51,8 +51,11 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
     params = inspect.signature(model_class.forward).parameters
     main = getattr(model_class, "main_input_name", "input_ids")
     required = [name for name, p in params.items() if p.default is inspect.Parameter.empty]
-    # Some towers inherit a main input name their forward does not take.
-    names = [main] if main in params else []
+    # Some towers inherit a main input name their forward does not take; some name
+    # several (OneFormer: pixels and its task's tokens).
+    names = [
+        name for name in (main if isinstance(main, list | tuple) else [main]) if name in params
+    ]
     names += [name for name in required if name in InputMaker.KINDS]
     if "grid_thw" in required and "hidden_states" in required:
         names.insert(0, "hidden_states")
@@ -132,6 +135,7 @@ class InputMaker:
         "bool_masked_pos",
         "flattened_patches",
         "decoder_input_values",
+        "task_inputs",
     )
 
     def __init__(self, config, task: str, names: tuple[str, ...], batch: int, seq: int) -> None:
@@ -185,6 +189,11 @@ class InputMaker:
             )
             ids = torch.cat([ids.unsqueeze(-1), audio], dim=-1)
         return ids
+
+    def task_inputs(self) -> torch.Tensor:
+        # OneFormer's task prompt ("the task is semantic"), tokenized to its fixed length.
+        vocab = self.setting("text_encoder_vocab_size", default=1000)
+        return self.token_ids(vocab, (self.batch, self.setting("task_seq_len", default=77)))
 
     def decoder_input_ids(self) -> torch.Tensor:
         decoder = get_setting(self.config, "decoder_config", "decoder")
