@@ -4,12 +4,15 @@ is exported."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from runner.cli.export import main as export
 from runner.cli.run import main as run
@@ -66,12 +69,36 @@ def test_a_chunk_skips_what_is_shipped_and_exports_only_its_run(tmp_path):
     assert "exported 0 new run(s)" in again.stdout
 
 
+def test_a_chunk_runs_its_zoo_runs_one_after_another(tmp_path):
+    """Cells to measure again first (--force), then the sweep: the second starts
+    because the first ran out of cells, and both runs are exported."""
+    shipped = tmp_path / "runs"
+    first = tmp_path / "first.duckdb"
+    assert run(["--models", "test_resnet", *EAGER_CPU, "--db", str(first)]) == 0
+    assert export(["--db", str(first), "--out", str(shipped)]) == 0
+    new = tmp_path / "new"
+    done = _chunk(
+        "--runs-dir", str(shipped), "--db", str(tmp_path / "chunk.duckdb"), "--out", str(new),
+        "--seconds", "400", "--",
+        "--models", "test_resnet", *EAGER_CPU, "--force", "--label", "again",
+        "--then", "--models", "test_resnet,test_vit", *EAGER_CPU, "--label", "sweep",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    cells = duckdb.sql(
+        f"SELECT label, model_id FROM read_parquet('{new}/*/results.parquet') "
+        f"JOIN read_parquet('{new}/*/runs.parquet') USING (run_id) ORDER BY label"
+    ).fetchall()
+    assert cells == [("again", "timm/test_resnet"), ("sweep", "timm/test_vit")]
+    assert "exported 2 new run(s)" in done.stdout
+
+
 def test_bad_input_is_refused_before_anything_runs(tmp_path):
     db = tmp_path / "chunk.duckdb"
     for args, message in (
         (["--seconds", "30", "--", "--models", "test_resnet"], "--seconds must be"),
         (["--seconds", "inf", "--", "--models", "test_resnet"], "--seconds must be"),
         (["--seconds", "300"], "give zoo-run's arguments after --"),
+        (["--seconds", "300", "--", "--models", "x", "--then"], "separated by --then"),
         (["--seconds", "300", "--", "--models", "x", "--db", "y"], "--db is this script's"),
         (
             ["--runs-dir", str(tmp_path / "nope"), "--seconds", "300", "--", "--models", "x"],
@@ -104,3 +131,45 @@ print(status, time.monotonic() - started)
     status, seconds = done.stdout.split()
     # Python dies of an uncaught KeyboardInterrupt by SIGINT itself.
     assert int(status) == -signal.SIGINT and float(seconds) < 15
+
+
+@pytest.mark.slow
+def test_a_resident_chunk_outlives_its_first_call_and_wraps_up_on_the_last(tmp_path):
+    """benchmarks/resident.sh on the CPU: the first call returns while the chunk runs on
+    (what it recorded so far exported under $OUT), the last call's SIGUSR1 reaches
+    zoo-run through the chunk, which wraps up, and the run comes back exported."""
+    env = {**os.environ, "RESIDENT_DIR": str(tmp_path / "resident"), "PYTHONPATH": str(ROOT)}
+    script = ["bash", str(ROOT / "benchmarks" / "resident.sh")]
+    models = "test_resnet,test_vit,test_convnext,test_efficientnet,test_byobnet"
+    first = tmp_path / "first"
+    started = subprocess.run(
+        [*script, "start", "50", "400", "--", "--models", models, *EAGER_CPU,
+         "--workers", "1", "--wrap-up", "1", "--label", "resident"],
+        cwd=ROOT, env={**env, "OUT": str(first)}, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert started.returncode == 0, started.stderr
+    assert "started the chunk" in started.stdout
+    assert {path.name for path in first.iterdir()} >= {"runs.tgz", "logs.tgz", "ps.txt"}
+    # The signal is for a zoo-run under way: ignored while it starts (its handler not
+    # yet set), as a chunk's last call sends it minutes into the run.
+    log_path = tmp_path / "resident" / "resident.log"
+    deadline = time.monotonic() + 120
+    while "[1/5]" not in log_path.read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    last = tmp_path / "last"
+    ended = subprocess.run(
+        [*script, "end", "185"], cwd=ROOT, env={**env, "OUT": str(last)},
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ended.returncode == 0, ended.stderr
+    assert "SIGUSR1 to the chunk" in ended.stdout
+    log = log_path.read_text()
+    assert "wrapped up on SIGUSR1 (--wrap-up 1 s)" in log, log
+    unpacked = tmp_path / "unpacked"
+    unpacked.mkdir()
+    subprocess.run(["tar", "xzf", str(last / "runs.tgz"), "-C", str(unpacked)], check=True)
+    (run_folder,) = [path for path in unpacked.iterdir() if path.is_dir()]
+    ((label, cells),) = duckdb.sql(
+        f"SELECT label, cells_recorded FROM read_parquet('{run_folder}/runs.parquet')"
+    ).fetchall()
+    assert label == "resident" and 1 <= cells < 5
