@@ -42,8 +42,9 @@ setup() {
   export PYTHONUNBUFFERED=1
 }
 
-chunk_pid() { pgrep -f "benchmarks/sweep_chunk.py --seconds" | head -1; }
-run_pid() { pgrep -f "runner.cli.run " | head -1; }
+# This chunk's processes, by its database (other chunks may run beside it).
+chunk_pid() { pgrep -f "benchmarks/sweep_chunk.py --seconds [0-9.]+ --db $R/zoo.duckdb" | head -1; }
+run_pid() { pgrep -f "runner.cli.run .*--db $R/zoo.duckdb" | head -1; }
 
 pack() {
   # zoo-run opens its database per write, so a read-only connection gets in between
