@@ -128,7 +128,9 @@ def _whose_failure(model_class: type):
         yield
     except Exception as failure:
         config_class = getattr(model_class, "config_class", None)
-        if config_class is None or isinstance(failure, torch.OutOfMemoryError | MemoryError):
+        # The device's failures (memory, a CUDA error) are not the config's.
+        device_failures = (torch.OutOfMemoryError, MemoryError, torch.AcceleratorError)
+        if config_class is None or isinstance(failure, device_failures):
             raise
         call = f"{model_class.__name__}({config_class.__name__}())"
         try:
