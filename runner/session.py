@@ -195,7 +195,7 @@ class Session:
                         outcome.reason, outcome.exit_code = str(error), error.exit_code
                         outcome.stopped_by = error.signal
                     outcome.wrapped_up = executor.wrapped_up
-                    outcome.stopped = [_named(cell) for cell in executor.stopped]
+                    outcome.stopped = [cell.describe() for cell in executor.stopped]
                     outcome.usage = executor.usage
                     outcome.holds = list(each_hold(workdir))
         except BaseException:
@@ -208,10 +208,6 @@ class Session:
         if self.store is not None:
             self.store.finish_run(run.run_id, outcome.status, len(outcome.results))
         return outcome
-
-
-def _named(cell: Cell) -> str:
-    return f"{cell.spec.id} {cell.config.label()}"
 
 
 @contextlib.contextmanager

@@ -161,7 +161,7 @@ class NodeRunner:
         usage = self._executor.usage
         self._outcome = {
             "status": status,
-            "stopped": [f"{c.spec.id} {c.config.label()}" for c in self._executor.stopped],
+            "stopped": [cell.describe() for cell in self._executor.stopped],
             "usage": usage.to_dict() if usage is not None else None,
             "holds": list(each_hold(self._workdir)),
         }

@@ -537,9 +537,7 @@ class Executor:
                             last = pending.pop(ready.key, None)
                             if last is not None:
                                 _last_attempt(last, earlier.pop(ready.key, []))
-                                last.notes = "; ".join(
-                                    filter(None, [last.notes, ALONE_NOT_REACHED])
-                                )
+                                _not_alone(last)
                                 on_result(last)
                             continue
                         if (
@@ -587,16 +585,13 @@ class Executor:
                 if self._cut is not None and time.monotonic() >= self._cut:
                     # The wrap-up's end, with the results already in taken: what is
                     # under way or queued ends as Ctrl-C would end it, and the run too.
+                    # (The workers are killed on the way out, below.)
                     self.stopped = [w.running.cell for w in slots if w and w.running]
-                    for worker in slots:
-                        if worker is not None:
-                            worker.kill()
-                    slots = [None] * self.workers
                     for cell in [*again, *self.stopped]:
                         # A crowded retry queued, or stopped: it did not run alone to its end.
                         last = pending.get(cell.key)
                         if cell.crowded_retries and last is not None:
-                            last.notes = "; ".join(filter(None, [last.notes, ALONE_NOT_REACHED]))
+                            _not_alone(last)
                     # Listed: those left without a row (a retry's earlier attempt, a
                     # triaged cell's failure, are recorded by _settle).
                     self.stopped = [
@@ -815,6 +810,11 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
     index = next(i for i, queued in enumerate(again) if queued is cell)
     del again[index]
     return cell
+
+
+def _not_alone(result: CellResult) -> None:
+    """Note on a crowded cell's last attempt that its retry alone never ran to its end."""
+    result.notes = "; ".join(filter(None, [result.notes, ALONE_NOT_REACHED]))
 
 
 def _quantile(values: list[float], q: float) -> float:
