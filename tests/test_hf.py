@@ -277,6 +277,93 @@ def test_inputs_the_headline_read_as_eager_errors_now_run():
         assert outputs and all(torch.isfinite(o.float()).all() for o in outputs), spec.name
 
 
+def named_inputs(spec, batch: int = 2, seq: int = 16) -> dict[str, torch.Tensor]:
+    names = building.recipe_for(spec).input_names
+    return dict(zip(names, spec.example_inputs(batch, "cpu", seq), strict=True))
+
+
+def run_eager(spec, batch: int = 2, seq: int = 16) -> None:
+    model = spec.build().eval()
+    with torch.no_grad():
+        outputs = model(*spec.example_inputs(batch, "cpu", seq))
+    assert outputs and all(torch.isfinite(o.float()).all() for o in outputs), spec.name
+
+
+def test_query_tokens_are_placed_where_a_q_former_model_reads_them():
+    """BLIP-2 and InstructBLIP(-Video) read the Q-Former's queries into the text at
+    placeholder tokens, and Kosmos-2 where a mask says: without them the H200 rows were
+    eager_error (a bool where a mask was due, ids of None). The placeholder, unset by the
+    default config, is the text vocabulary's last id; a video has four frames."""
+    for name, frames in (("Blip2Model", 1), ("InstructBlipVideoModel", 4)):
+        spec = hf_spec(name)
+        recipe = building.recipe_for(spec)
+        assert "input_ids" in recipe.input_names, name
+        config = recipe.config
+        token = getattr(config, "image_token_index", None) or config.video_token_index
+        assert token == config.text_config.vocab_size - 1
+        inputs = named_inputs(spec)
+        count = config.num_query_tokens * frames
+        assert (inputs["input_ids"][:, :count] == token).all()
+        assert not (inputs["input_ids"][:, count:] == token).any()
+        assert inputs["pixel_values"].dim() == (5 if frames > 1 else 4)
+        run_eager(spec)
+    kosmos = hf_spec("Kosmos2Model")
+    recipe = building.recipe_for(kosmos)
+    mask = named_inputs(kosmos)["image_embeds_position_mask"]
+    assert mask.sum(dim=1).tolist() == [recipe.config.latent_query_num] * 2
+    assert mask[:, 0].sum() == 0
+    # A sequence too short for the queries is a clear error, not a wrong input.
+    with pytest.raises(ValueError, match="raise --seq-len"):
+        hf_spec("Blip2Model").example_inputs(2, "cpu", 3)
+
+
+def test_default_configs_that_do_not_run_get_their_released_settings():
+    """GLM-4.1V's and GLM-4.5V's defaults leave the rotary half of a head unfit for the
+    rotary sections their model assumes; DeepSeek-V2's leave experts per token unset and
+    1,407-wide experts. Set in every sub-config of the type, at full size and tiny."""
+    glm = building.recipe_for(hf_spec("Glm4vModel", size="full")).config
+    assert glm.text_config.rope_parameters["partial_rotary_factor"] == 0.5
+    assert glm.text_config.rope_parameters["rope_theta"] == 10000.0  # merged, not replaced
+    moe = building.recipe_for(hf_spec("Glm4vMoeTextModel", size="full")).config
+    assert moe.head_dim == 128
+    deepseek = building.recipe_for(hf_spec("DeepseekV2Model", size="full")).config
+    assert (deepseek.num_experts_per_tok, deepseek.moe_intermediate_size) == (6, 1408)
+    for name in ("Glm4vMoeTextModel", "DeepseekV2Model"):
+        run_eager(hf_spec(name))
+
+
+def test_input_shapes_read_from_what_the_model_is():
+    """Full-size inputs that were the zoo's eager_errors on the H200, read now from what
+    the config implies: the image size of a wrapped timm model, DepthPro's smallest
+    scale, Qwen3-ASR's windows, patches with a temporal depth or as images, mel bins
+    and stacked frames the config does not name."""
+
+    def shapes(name: str) -> dict[str, tuple[int, ...]]:
+        return {n: tuple(x.shape) for n, x in named_inputs(hf_spec(name, size="full")).items()}
+
+    # Perception Encoder's video tower is timm's vit_pe_core_large_patch14_336.
+    assert shapes("PeVideoEncoder")["pixel_values_videos"][-2:] == (336, 336)
+    assert set(shapes("PeAudioVideoModel")) >= {"input_ids", "pixel_values_videos", "input_values"}
+    # 384-pixel patches at a quarter scale.
+    assert shapes("DepthProModel")["pixel_values"] == (2, 3, 1536, 1536)
+    assert shapes("Qwen3ASREncoder")["input_features"][-1] % 100 == 0
+    assert shapes("MuseGlimmerVisionModel")["pixel_values"][-1] == 2 * 3 * 14 * 14
+    assert shapes("Kimi_K25VisionModel")["pixel_values"][1:] == (3, 14, 14)
+    assert shapes("Gemma4AudioModel")["input_features"][-1] == 128
+    assert shapes("GraniteSpeech5ForCTC")["input_features"] == (2, 16, 4 * 80)
+    assert shapes("ClvpModelForConditionalGeneration")["input_features"][1] == 80
+    assert shapes("Blip2QFormerModel")["encoder_hidden_states"] == (2, 16, 1408)
+    for name in (
+        "Kimi_K25VisionModel",
+        "MuseGlimmerVisionModel",
+        "Qwen3ASREncoder",
+        "Gemma4AudioModel",
+        "GraniteSpeech5ForCTC",
+        "Blip2QFormerModel",
+    ):
+        run_eager(hf_spec(name))
+
+
 def test_a_model_with_two_main_inputs_gets_both():
     """OneFormer names two main inputs (pixels and its task prompt's tokens); a list as
     ``main_input_name`` was a build_error (unhashable) on the H200. It gets both now."""

@@ -14,6 +14,7 @@ from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 from zoo._hf.depth import set_depth
 from zoo._hf.families import (
     COMPOSITE_PARTS,
+    FAMILY_FIXES,
     FAMILY_REQUIRED,
     FAMILY_TINY,
     HIDDEN_FIELDS,
@@ -21,6 +22,7 @@ from zoo._hf.families import (
     NO_DOWNLOAD,
     NOT_WIDTH_NAME_PARTS,
     QUERY_HEAD_FIELDS,
+    QUERY_TOKEN_FAMILIES,
     ROPE_SECTION_FIELDS,
     STAGE_DEPTH_FIELDS,
     TINY_KV_HEADS,
@@ -30,7 +32,7 @@ from zoo._hf.families import (
     TINY_WIDTHS,
     WIDTH_NAME_PARTS,
 )
-from zoo._hf.settings import from_dict, is_count, walk
+from zoo._hf.settings import edited, from_dict, is_count, walk
 
 
 def default_config(config_class):
@@ -44,7 +46,26 @@ def default_config(config_class):
             return config_class.from_vision_text_configs(first, second)
         second.is_decoder, second.add_cross_attention = True, True
         return config_class.from_encoder_decoder_configs(first, second)
-    return config_class(**FAMILY_REQUIRED.get(model_type, {}))
+    config = config_class(**FAMILY_REQUIRED.get(model_type, {}))
+    types: set[str] = set()
+    walk(config.to_dict(), lambda d: types.add(d.get("model_type", "")))
+    if types & (FAMILY_FIXES.keys() | QUERY_TOKEN_FAMILIES.keys()):
+        config = edited(config, _fix_family)
+    return config
+
+
+def _fix_family(data: dict[str, Any]) -> None:
+    """``FAMILY_FIXES`` merged into a (sub-)config's dict, and a Q-Former model's
+    placeholder token set to the last id of its text vocabulary where unset."""
+    for key, value in FAMILY_FIXES.get(data.get("model_type", ""), {}).items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    query = QUERY_TOKEN_FAMILIES.get(data.get("model_type", ""))
+    vocab = (data.get("text_config") or {}).get("vocab_size")
+    if query is not None and data.get(query[0]) is None and is_count(vocab):
+        data[query[0]] = vocab - 1
 
 
 def runnable(data: dict[str, Any], task: str) -> None:

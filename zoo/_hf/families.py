@@ -44,6 +44,9 @@ TINY_WIDTHS = {
     "qk_nope_head_dim": 16,
     "qk_rope_head_dim": 16,
     "v_head_dim": 16,
+    # Image queries read into the text (BLIP-2, Kosmos-2): a tiny sequence holds them.
+    "num_query_tokens": 4,
+    "latent_query_num": 4,
 }
 QUERY_HEAD_FIELDS = ("num_attention_heads", "num_heads", "n_head", "n_heads")
 KV_HEAD_FIELDS = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
@@ -147,6 +150,32 @@ FAMILY_REQUIRED: dict[str, dict[str, Any]] = {
     "informer": {"prediction_length": 8, "num_time_features": 1},
     "autoformer": {"prediction_length": 8, "num_time_features": 1},
 }
+# Settings whose defaults do not run, set in the config and in every sub-config of the
+# model type, before any shrinking (dicts are merged into the default's). Where a
+# released checkpoint of the family has the setting, it takes that value.
+FAMILY_FIXES: dict[str, dict[str, Any]] = {
+    # GLM-4.1V rotates half of each head: the rotary sections its model assumes
+    # (8, 12, 12) fit only that half, which the default config leaves at the whole head.
+    "glm4v_text": {"rope_parameters": {"partial_rotary_factor": 0.5}},
+    "glm_image_text": {"rope_parameters": {"partial_rotary_factor": 0.5}},
+    # GLM-4.5V's heads are 128 wide; the default derives 42 (4096 / 96), which the
+    # rotary sections do not fit.
+    "glm4v_moe_text": {"head_dim": 128},
+    # DeepSeek-V2-Lite, whose sizes the default has, routes each token to six experts
+    # (the default leaves the count unset) of 1,408 wide (the default's 1,407 rows are
+    # no multiple of 16 bytes, which grouped matrix products need).
+    "deepseek_v2": {"num_experts_per_tok": 6, "moe_intermediate_size": 1408},
+}
+# Q-Former models read the image's query outputs into the text at placeholder tokens,
+# one per query (and per frame of a video): which setting names the placeholder, and
+# how many frames a sample has. The default leaves the placeholder unset; the zoo takes
+# the last id of the text vocabulary for it.
+QUERY_TOKEN_FAMILIES: dict[str, tuple[str, int]] = {
+    "blip-2": ("image_token_index", 1),
+    "instructblip": ("image_token_index", 1),
+    # InstructBLIP-Video's Q-Former takes four frames, always.
+    "instructblipvideo": ("video_token_index", 4),
+}
 # Composite models whose default config has no parts: the model types they get.
 COMPOSITE_PARTS = {
     "encoder-decoder": ("bert", "bert"),
@@ -174,6 +203,21 @@ INPUT_GROUPS = {
 }
 # Families whose inputs the config alone does not describe, by model type.
 IMAGE_LIST_FAMILIES = ("idefics",)  # pixels per sample: a list of images
+# Models whose inputs are all optional but that need several at once (Perception
+# Encoder's audio-video models embed two modalities or more together).
+FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
+    "pe_audio_video": ("input_ids", "pixel_values_videos", "input_values"),
+    "pe_audio_video_encoder": ("input_values", "pixel_values_videos"),
+    # Kosmos-2 reads its image's latent queries into the text where this mask is set.
+    "kosmos-2": ("image_embeds_position_mask",),
+    # CLVP's conditioning encoder takes speech and text together.
+    "clvp": ("input_features",),
+    # BLIP-2's Q-Former on its own cross-attends to an image encoder's features.
+    "blip_2_qformer": ("encoder_hidden_states",),
+}
+# Vision towers that take packed patches as images (channels, patch, patch), not
+# flattened (Kimi K2.5's patch embedding is a convolution).
+PATCH_IMAGE_FAMILIES = ("kimi_k25_vision",)
 # Keypoint matchers: every class of theirs (the base models, and LightGlue's head, listed
 # under the base mapping) takes two images per sample, like the keypoint-matching task.
 IMAGE_PAIR_FAMILIES = ("lightglue", "efficientloftr", "superglue")
@@ -186,6 +230,13 @@ CODEBOOK_LAST_FAMILIES = ("kyutai_speech_to_text",)
 CODEBOOK_BATCH_FAMILIES = ("musicgen_decoder", "musicgen_melody_decoder")
 WAVEFORM_CHANNEL_FAMILIES = ("pe_audio", "pe_audio_video", "xcodec", "xcodec2", "neucodec")
 FRAMES_FIRST_FAMILIES = ("univnet",)  # mel features as (frames, mel bins)
+# Mel bins of feature extractors whose model config does not name them (Gemma 4's
+# audio tower: its projection reads a quarter of 128 bins times its channels; CLVP's
+# conditioning encoder convolves over 80 bins, mel bins first).
+FAMILY_MEL_BINS = {"gemma4_audio": 128, "clvp": 80}
+# Frames first, each holding several mel frames side by side, where the config does not
+# say how many (Granite Speech 5 expands each frame with its delta and stacks pairs).
+FAMILY_STACKED_FRAMES = {"granite_speech5_encoder": 4, "granite_speech5_ctc": 4}
 SPECTROGRAM_IMAGE_FAMILIES = ("clap",)  # mel features as a one-channel image
 # Heads that find the question by its tokens in the ids: which setting holds the
 # token, and how many a sample has (Longformer: "question </s></s> context </s>").

@@ -11,18 +11,23 @@ import torch
 from zoo._hf.families import (
     CODEBOOK_BATCH_FAMILIES,
     CODEBOOK_LAST_FAMILIES,
+    FAMILY_INPUTS,
+    FAMILY_MEL_BINS,
     FAMILY_QUESTION_TOKENS,
+    FAMILY_STACKED_FRAMES,
     FRAMES_FIRST_FAMILIES,
     FRAMES_NOT_VIDEO_FAMILIES,
     IMAGE_LIST_FAMILIES,
     IMAGE_PAIR_FAMILIES,
     INPUT_GROUPS,
     LAYOUT_SETTINGS,
+    PATCH_IMAGE_FAMILIES,
+    QUERY_TOKEN_FAMILIES,
     SPECTROGRAM_IMAGE_FAMILIES,
     STACKED_IMAGE_FAMILIES,
     WAVEFORM_CHANNEL_FAMILIES,
 )
-from zoo._hf.settings import get_setting, has_setting, is_count, special_ids
+from zoo._hf.settings import get_setting, has_setting, is_count, special_ids, timm_input_size
 
 DEFAULT_BATCH_SIZE = 2
 DEFAULT_SEQ_LEN = 16
@@ -80,6 +85,11 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
     for first, companions in INPUT_GROUPS.items():
         if first in params and not (image_tokens and "pixel_values" in companions):
             names += [first, *companions]
+    model_type = getattr(config, "model_type", "")
+    names += [name for name in FAMILY_INPUTS.get(model_type, ()) if name in params]
+    # Q-Former models read the queries into the text at its placeholder tokens.
+    if model_type in QUERY_TOKEN_FAMILIES and "input_ids" in params:
+        names.append("input_ids")
     if "input_ids" in names and "attention_mask" in params:
         names.append("attention_mask")
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in params:
@@ -136,6 +146,8 @@ class InputMaker:
         "flattened_patches",
         "decoder_input_values",
         "task_inputs",
+        "image_embeds_position_mask",
+        "encoder_hidden_states",
     )
 
     def __init__(self, config, task: str, names: tuple[str, ...], batch: int, seq: int) -> None:
@@ -181,6 +193,8 @@ class InputMaker:
             ids[..., positions] = getattr(self.config, setting)
         if self.model_type in CODEBOOK_BATCH_FAMILIES:
             ids = ids.repeat(self.setting("num_codebooks", default=1), 1)
+        if self.model_type in QUERY_TOKEN_FAMILIES:
+            ids = self.with_query_tokens(ids)
         if self.model_type in CODEBOOK_LAST_FAMILIES:
             # Each codebook's own ids (the model offsets them into one table).
             codebooks = self.setting("num_codebooks", default=1)
@@ -188,6 +202,19 @@ class InputMaker:
                 self.setting("codebook_vocab_size", default=1000), (*ids.shape, codebooks)
             )
             ids = torch.cat([ids.unsqueeze(-1), audio], dim=-1)
+        return ids
+
+    def with_query_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        """The text of a Q-Former model (BLIP-2): a placeholder token per query of each
+        image or frame, first, then the prompt."""
+        setting, frames = QUERY_TOKEN_FAMILIES[self.model_type]
+        count = self.setting("num_query_tokens", default=32) * frames
+        if count > ids.shape[-1]:
+            raise ValueError(
+                f"{self.model_type} reads {count} query tokens into the text: "
+                f"a sequence of {ids.shape[-1]} cannot hold them (raise --seq-len)"
+            )
+        ids[..., :count] = self.setting(setting)
         return ids
 
     def task_inputs(self) -> torch.Tensor:
@@ -218,6 +245,23 @@ class InputMaker:
             ids[torch.isin(ids, torch.tensor(special))] = ordinary
         return ids
 
+    def image_embeds_position_mask(self) -> torch.Tensor:
+        """Where Kosmos-2's text holds its image: the latent queries after the first token."""
+        queries = self.setting("latent_query_num", default=64)
+        if queries + 1 > self.seq:
+            raise ValueError(
+                f"{self.model_type} reads {queries} image queries into the text: "
+                f"a sequence of {self.seq} cannot hold them (raise --seq-len)"
+            )
+        mask = torch.zeros(self.text_shape, dtype=torch.long)
+        mask[..., 1 : queries + 1] = 1
+        return mask
+
+    def encoder_hidden_states(self) -> torch.Tensor:
+        """An image encoder's features for a cross-attending tower: ``seq_len`` of them."""
+        width = self.setting("encoder_hidden_size", "hidden_size", default=64)
+        return self.randn(self.seq, width)
+
     def query_embeds(self) -> torch.Tensor:
         return self.randn(self.seq, self.setting("hidden_size", default=64))
 
@@ -243,7 +287,13 @@ class InputMaker:
     # -- images ----------------------------------------------------------------------
 
     def image_size(self) -> tuple[int, int]:
-        size = self.setting("image_size", default=224)
+        patch, ratios = self.setting("patch_size"), self.setting("scaled_images_ratios")
+        if is_count(patch) and ratios:
+            # DepthPro cuts patches of patch_size from the image scaled down by each
+            # ratio: the image is patch_size at its smallest scale.
+            side = round(patch / min(ratios))
+            return side, side
+        size = self.setting("image_size") or timm_input_size(self.config) or 224
         height, width = (size, size) if isinstance(size, int) else tuple(size)[-2:]
         if self.model_type in STACKED_IMAGE_FAMILIES:
             return height // 2, width
@@ -264,6 +314,9 @@ class InputMaker:
             return self.randn(frames, channels, *self.image_size())
         if self.model_type in IMAGE_LIST_FAMILIES:
             return self.randn(1, channels, *self.image_size())
+        frames = QUERY_TOKEN_FAMILIES.get(self.model_type, ("", 1))[1]
+        if frames > 1:
+            return self.randn(frames, channels, *self.image_size())
         if self.task in IMAGE_PAIR_TASKS or self.model_type in IMAGE_PAIR_FAMILIES:
             return self.randn(2, channels, *self.image_size())
         return self.randn(channels, *self.image_size())
@@ -324,13 +377,13 @@ class InputMaker:
         """Every image's patches flattened to channels x frames x patch x patch, packed
         one image after the other (no batch dimension)."""
         patch = self.setting("patch_size", default=14)
-        frames = self.setting("temporal_patch_size", default=1)
+        frames = self.setting("temporal_patch_size", "patch_temporal", default=1)
         channels = self.setting("in_channels", "num_channels", default=3)
         side = self.grid_side()
-        flat = torch.randn(
-            self.batch * side * side, channels * frames * patch * patch, generator=self.generator
-        )
-        return flat
+        count = self.batch * side * side
+        if self.model_type in PATCH_IMAGE_FAMILIES:
+            return torch.randn(count, channels, patch, patch, generator=self.generator)
+        return torch.randn(count, channels * frames * patch * patch, generator=self.generator)
 
     def grid_thw(self) -> torch.Tensor:
         side = self.grid_side()
@@ -363,10 +416,10 @@ class InputMaker:
         """Spectrogram frames: Whisper-style encoders (convolutions over mel bins) take
         mel bins first and exactly two frames per source position; conformers take
         frames first, ``seq_len`` times their subsampling."""
-        mel = self.setting("num_mel_bins")
+        mel = self.setting("num_mel_bins") or FAMILY_MEL_BINS.get(self.model_type)
         projected = self.setting("feature_projection_input_dim")
         subsampling = self.setting("subsampling_factor", default=8)
-        stacked = self.setting("num_stacked_frames")
+        stacked = self.setting("num_stacked_frames") or FAMILY_STACKED_FRAMES.get(self.model_type)
         if projected is not None:
             return self.randn(self.seq, projected)
         if mel is not None and is_count(stacked):
@@ -380,7 +433,12 @@ class InputMaker:
             return self.randn(self.seq * subsampling, mel)
         if mel is not None:
             sources = self.setting("max_source_positions")
-            return self.randn(mel, 2 * sources if sources else self.seq * subsampling)
+            frames = 2 * sources if sources else self.seq * subsampling
+            window = self.setting("n_window")
+            if is_count(window):
+                # Qwen3-ASR's encoder reads its frames in chunks of two windows.
+                frames = math.ceil(frames / (2 * window)) * 2 * window
+            return self.randn(mel, frames)
         feat = self.setting("input_feat_per_channel", "feature_size", default=80)
         channels = self.setting("input_channels", default=1)
         return self.randn(self.seq * 4, feat * channels)

@@ -122,3 +122,22 @@ def get_setting(config, *names: str, default: Any = None) -> Any:
                 return value
         queue += sub_configs(cfg)
     return default
+
+
+def timm_input_size(config) -> tuple[int, int] | None:
+    """The image size of a timm model a config wraps (``timm_wrapper``, Perception
+    Encoder's video tower): its architecture's default input, from timm's own table
+    (nothing downloaded)."""
+    queue = [config]
+    while queue:
+        cfg = queue.pop(0)
+        queue += sub_configs(cfg)
+        architecture = getattr(cfg, "architecture", None)
+        if getattr(cfg, "model_type", "") == "timm_wrapper" and isinstance(architecture, str):
+            from timm.models import get_pretrained_cfg
+
+            pretrained = get_pretrained_cfg(architecture)
+            if pretrained is not None and pretrained.input_size:
+                height, width = pretrained.input_size[-2:]
+                return height, width
+    return None
