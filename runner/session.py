@@ -45,6 +45,10 @@ class Placement:
     reuse_workers: bool = True
     # Failing torch.compile cells are triaged in this mode (runner.triage.MODES), or not.
     triage: str | None = None
+    # Each GPU's memory: cells start beside others only where they fit
+    # (runner.schedule.memory); None starts them as workers free up. A cluster's nodes
+    # take their own GPUs'.
+    gpu_memory_gib: float | None = None
 
 
 @dataclass
@@ -180,6 +184,7 @@ class Session:
                         timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
                         quiet_timing=placement.quiet_timing,
                         reuse_workers=placement.reuse_workers,
+                        memory_gib=placement.gpu_memory_gib,
                     )
                     try:
                         with _on_usr1(wrap_up_s, executor.wrap_up):

@@ -605,6 +605,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
                     f"rerunning {rerun} recorded failing cell(s) without a triage verdict, "
                     f"to triage them (--triage {args.triage})"
                 )
+        if device == "cuda":
+            plan = _with_expected_memory(plan, store, device)
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
@@ -627,6 +629,23 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         return 0
     assert store is not None
     return _execute(args, argv, plan, env, store, console, out, device, cluster)
+
+
+def _with_expected_memory(plan, store, device: str):
+    """The plan's cells, each with the GPU memory its model is expected to take where a
+    cell of it has recorded a peak on ``device`` (``runner.schedule.memory``)."""
+    from dataclasses import replace
+
+    from runner.schedule.memory import EXPECTED_GIB, expected_gib
+
+    peaks = store.peak_reserved_mb(sorted({cell.spec.id for cell in plan.cells}), device)
+    cells = []
+    for cell in plan.cells:
+        peak = peaks.get((cell.spec.id, cell.config.step))
+        if peak is not None:
+            cell = replace(cell, extra={**cell.extra, EXPECTED_GIB: round(expected_gib(peak), 1)})
+        cells.append(cell)
+    return replace(plan, cells=cells)
 
 
 def _cluster_line(cluster, workers: int | None) -> str:
@@ -676,6 +695,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             timing_cpus_per_gpu=args.timing_cpus,
             quiet_timing=quiet_timing,
             triage=triage,
+            gpu_memory_gib=env.get("gpu_memory_gb") if gpus else None,
         )
         where = f"{workers} worker(s){' (quiet timing)' if quiet_timing and workers > 1 else ''}"
     session = Session(store, env, device, label=args.label, command=command, zoo_version=_version())

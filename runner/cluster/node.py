@@ -118,6 +118,7 @@ class NodeRunner:
             timing_cpus_per_gpu=placement.get("timing_cpus_per_gpu", 0),
             quiet_timing=quiet,
             reuse_workers=placement.get("reuse_workers", True),
+            memory_gib=self.env.get("gpu_memory_gb") if self.gpus else None,
         )
         self._triage = placement.get("triage")
         stop_after = placement.get("stop_after_s")

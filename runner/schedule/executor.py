@@ -40,6 +40,7 @@ from runner.matrix.results import (
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
+from runner.schedule.memory import Deferring, MemoryBudget
 from runner.triage import (
     RECORDED,
     TRIAGE,
@@ -284,6 +285,7 @@ class Executor:
         timing_cpus_per_gpu: int = 0,
         quiet_timing: bool = False,
         crowded_reserve_share: float = CROWDED_RESERVE_SHARE,
+        memory_gib: float | None = None,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
@@ -296,8 +298,14 @@ class Executor:
         busy with a cell is stopped (SIGSTOP to its process group, its clock paused) and
         continued when no cell times any more: the host is quiet for the timing, at the
         cost of the compiling meanwhile. ``crowded_reserve_share``: the share of a run
-        with a deadline kept at its end for its crowded retries (``_feed_deadline``)."""
+        with a deadline kept at its end for its crowded retries (``_feed_deadline``).
+        ``memory_gib``: each GPU's memory; a cell then starts beside others only where
+        it fits (``runner.schedule.memory``)."""
         self.workdir = workdir
+        self.memory_gib = memory_gib
+        self.memory = MemoryBudget(self.memory_gib)
+        # The cells of the last run() passed over for a while for want of memory.
+        self.memory_waits: set[str] = set()
         self.crowded_reserve_share = crowded_reserve_share
         self.quiet_timing = quiet_timing
         self.workers = workers
@@ -441,7 +449,8 @@ class Executor:
         ``stop()``, after killing every worker; the cells that were running then get no
         result.
         """
-        feed = cells if isinstance(cells, CellFeed) else _ListFeed(cells)
+        feed = Deferring(cells if isinstance(cells, CellFeed) else _ListFeed(cells))
+        self.memory = MemoryBudget(self.memory_gib)
         run_started = time.monotonic()
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
@@ -482,6 +491,7 @@ class Executor:
                         result = self._check(worker, on_phase)
                         if result is not None:
                             self._account(worker)
+                            self.memory.learn(result)
                             worker.running = None
                             worker.cells_done += 1
                             healthy = result.status in _HEALTHY and worker.alive()
@@ -554,7 +564,7 @@ class Executor:
                             continue
                         if ready is not None:
                             cell = _take(again, ready)
-                        elif past_deadline or (cell := feed.take()) is None:
+                        elif past_deadline or (cell := self._take_fitting(feed, beside)) is None:
                             continue
                         elif cell.crowded_retries:
                             # Planned as a crowded retry (a recorded row that ran out of
@@ -618,9 +628,22 @@ class Executor:
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
             self.wrapped_up, self._cut = self._cut is not None, None
+            self.memory_waits = set(feed.passed_over)
             cell_s = sum(self._walls())
             lock_wait = self._lock_wait_s / cell_s if cell_s else None
-            self.usage = usage.measure(self.workdir, meter, self.workers, planned, lock_wait)
+            self.usage = usage.measure(
+                self.workdir, meter, self.workers, planned, lock_wait, len(self.memory_waits)
+            )
+
+    def _take_fitting(self, feed: Deferring, beside: list[Cell]) -> Cell | None:
+        """The feed's first cell that fits its GPU's memory beside the cells under way
+        there (``runner.schedule.memory``); a crowded retry always does: it waits to run
+        alone (``_ready``)."""
+
+        def fits(cell: Cell, reserve_gib: float) -> bool:
+            return bool(cell.crowded_retries) or self.memory.fits(cell, beside, reserve_gib)
+
+        return feed.take_fitting(fits, self.memory.need)
 
     def _account(self, worker: Worker) -> None:
         running = worker.running

@@ -23,6 +23,8 @@ SATURATED = 0.85
 # every worker compiles and none times, and its tail, when few cells are left, dilute
 # it: on one H200, 12 workers waited 47% of their time while the lock read 72% held).
 WAITED = 0.25
+# Runs where this share of the cells waited for room in a GPU's memory were bound by it.
+MEMORY_WAITED = 0.1
 HOLDS_GLOB = "holds-*.log"
 
 
@@ -138,6 +140,8 @@ class Usage:
     lock_held_s: dict[str, dict[str, float]] = field(default_factory=dict)
     # The share of the workers' time with a cell spent waiting for a GPU lock.
     lock_wait: float | None = None
+    # Cells passed over for a while for want of GPU memory (runner.schedule.memory).
+    memory_waits: int = 0
 
     def lock_busy(self, key: str) -> float:
         """The share of the run during which the lock of ``key`` was held in some mode:
@@ -152,6 +156,11 @@ class Usage:
         for one worker or no more cells than workers (nothing ran beside anything)."""
         if self.workers <= 1 or self.cells <= self.workers:
             return ""
+        if self.memory_waits and self.memory_waits >= MEMORY_WAITED * self.cells:
+            return (
+                f"memory-bound: {self.memory_waits} cell(s) waited for room in a GPU's "
+                "memory; more workers would not help"
+            )
         busiest = max(self.lock_held_s, key=self.lock_busy, default=None)
         waited = (self.lock_wait or 0.0) >= WAITED
         if busiest is not None and (self.lock_busy(busiest) >= SATURATED or waited):
@@ -199,11 +208,16 @@ class Usage:
 
 
 def measure(
-    directory: Path, meter: CpuMeter, workers: int, cells: int, lock_wait: float | None = None
+    directory: Path,
+    meter: CpuMeter,
+    workers: int,
+    cells: int,
+    lock_wait: float | None = None,
+    memory_waits: int = 0,
 ) -> Usage:
     """The usage of the run that started with ``meter`` and ends now; its workers' hold
     logs are in ``directory``; ``lock_wait``: the share of the workers' time with a cell
-    spent waiting for a GPU lock."""
+    spent waiting for a GPU lock; ``memory_waits``: cells that waited for GPU memory."""
     busy, steal = meter.read()
     return Usage(
         elapsed_s=time.monotonic() - meter.started,
@@ -214,6 +228,7 @@ def measure(
         cpu_steal=steal,
         lock_held_s=read_holds(directory, since=meter.started_wall),
         lock_wait=lock_wait,
+        memory_waits=memory_waits,
     )
 
 

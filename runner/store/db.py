@@ -405,6 +405,25 @@ class Store:
             if status == OOM and CROWDED in (notes or "")
         }
 
+    def peak_reserved_mb(self, model_ids: list[str], device: str) -> dict[tuple[str, str], float]:
+        """(model_id, step) -> the largest memory a cell of the model reserved at its peak
+        on ``device`` (eager's or compiled's, over its latest row of every cell that
+        recorded one): what a cell of it is expected to take there
+        (``runner.schedule.memory``)."""
+        if not model_ids:
+            return {}
+        with self.connection(read_only=True) as con:
+            rows = con.execute(
+                "WITH latest AS (SELECT model_id, step, eager_peak_reserved_mb AS eager, "
+                "compiled_peak_reserved_mb AS compiled FROM results "
+                "WHERE device = ? AND model_id IN (SELECT unnest(?::VARCHAR[])) "
+                f"QUALIFY {latest_row()}) "
+                "SELECT model_id, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0))) "
+                "FROM latest GROUP BY ALL",
+                [device, list(model_ids)],
+            ).fetchall()
+        return {(model, step): peak for model, step, peak in rows if peak and peak > 0}
+
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
         """The keys whose latest row's timing was disturbed: a side's median ``ratio``
         times its fastest sample or more (``timing_disturbance``)."""

@@ -1,0 +1,145 @@
+"""Starting cells by GPU memory: a cell starts beside others on a GPU only where the
+memory the cells under way there are expected to take, and its own, fit in the GPU.
+
+Without it, workers start cells as they free up, whatever their models take. In run
+021ee7b0 (67 HF models of 1-14B parameters after their depth cuts, 14 workers on one
+H200) 35 cells ran out of memory beside others in their first minutes; each was retried
+alone (``runner.schedule.executor``), one after another, and the run spent 19 of its 25
+minutes with one cell under way.
+
+What a cell is expected to take: its model's largest peak recorded on this device for
+the same step (``runner.store.db.Store.peak_reserved_mb``, set on the cell by the
+planner as ``EXPECTED_GIB``), with a margin for the float64 reference and the CUDA
+context; a model never recorded is expected to take what this run's finished cells
+took at their median (nothing before the first finishes: the first cells start as
+before). A cell that does not fit waits, first in line, while later cells that fit
+start; once it has waited a minute they start only where they leave it room. It starts
+once its GPU has room for it, and always on an idle GPU.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import deque
+from collections.abc import Callable
+
+from runner.matrix.cells import Cell
+from runner.matrix.results import CellResult
+
+# Cell.extra's entry: the GiB a cell is expected to take on its GPU.
+EXPECTED_GIB = "expected_gib"
+# The share of a GPU's memory that cells are started to fill.
+MEMORY_SHARE = 0.9
+# A recorded peak (the caching allocator's, reserved) understates what a worker holds:
+# the CUDA context, and the float64 reference, which may take a quarter of what is free.
+PEAK_MARGIN = 1.25
+CONTEXT_GIB = 1.0
+# How far past a cell that does not fit the feed is searched for one that does.
+LOOKAHEAD = 16
+# A cell passed over this long has the memory it needs kept free for it: later cells
+# start beside the cells under way only where they leave it room. Before, they fill in.
+RESERVE_AFTER_S = 60.0
+
+
+def expected_gib(peak_reserved_mb: float) -> float:
+    """What a cell whose model peaked at ``peak_reserved_mb`` is expected to take."""
+    return peak_reserved_mb / 1024 * PEAK_MARGIN + CONTEXT_GIB
+
+
+def observed_peak_mb(result: CellResult) -> float | None:
+    peaks = [
+        p
+        for p in (result.eager_peak_reserved_mb, result.compiled_peak_reserved_mb)
+        if p is not None and p > 0
+    ]
+    return max(peaks) if peaks else None
+
+
+class MemoryBudget:
+    """The memory of one kind of GPU (``capacity_gib`` each) shared out among cells;
+    without a capacity (CPU runs, or a GPU whose memory is unknown) every cell fits."""
+
+    def __init__(self, capacity_gib: float | None, share: float = MEMORY_SHARE) -> None:
+        self.capacity_gib = capacity_gib
+        self.share = share
+        self._observed: list[float] = []
+
+    @property
+    def limit_gib(self) -> float | None:
+        return None if self.capacity_gib is None else self.capacity_gib * self.share
+
+    def learn(self, result: CellResult) -> None:
+        """A finished cell's peak: what cells of models never recorded are expected to take."""
+        peak = observed_peak_mb(result)
+        if peak is not None:
+            self._observed.append(expected_gib(peak))
+
+    def need(self, cell: Cell) -> float:
+        known = cell.extra.get(EXPECTED_GIB)
+        if known is not None:
+            return float(known)
+        return statistics.median(self._observed) if self._observed else 0.0
+
+    def fits(self, cell: Cell, beside: list[Cell], reserve_gib: float = 0.0) -> bool:
+        """Whether ``cell`` may start on a GPU where ``beside`` are under way, keeping
+        ``reserve_gib`` free (for a cell waiting first in line). On an idle GPU every
+        cell starts: it has all there is."""
+        limit = self.limit_gib
+        if limit is None or not beside:
+            return True
+        taken = sum(self.need(c) for c in beside)
+        return taken + self.need(cell) + reserve_gib <= limit
+
+
+class Deferring:
+    """A feed whose cells may be put back in front, in their order: cells taken that did
+    not fit their GPU's memory then."""
+
+    def __init__(self, feed, reserve_after_s: float = RESERVE_AFTER_S) -> None:
+        self.feed = feed
+        self.back: deque[Cell] = deque()
+        self.reserve_after_s = reserve_after_s
+        # The cells passed over for want of memory, by key: when first.
+        self.first_passed: dict[str, float] = {}
+
+    @property
+    def passed_over(self) -> set[str]:
+        return set(self.first_passed)
+
+    def take(self) -> Cell | None:
+        return self.back.popleft() if self.back else self.feed.take()
+
+    def peek(self) -> Cell | None:
+        if self.back:
+            return self.back[0]
+        peek = getattr(self.feed, "peek", None)
+        return peek() if peek is not None else None
+
+    def exhausted(self) -> bool:
+        return not self.back and self.feed.exhausted()
+
+    def take_fitting(
+        self, fits: Callable[[Cell, float], bool], need: Callable[[Cell], float]
+    ) -> Cell | None:
+        """The first cell that ``fits``, searching ``LOOKAHEAD`` cells; the others are put
+        back in front, in order. Past the first in line, a cell must leave room for it
+        once it has waited ``reserve_after_s``. None when none fits (or the feed has
+        none for now)."""
+        passed: list[Cell] = []
+        found = None
+        now = time.monotonic()
+        while len(passed) <= LOOKAHEAD:
+            cell = self.take()
+            if cell is None:
+                break
+            reserve = 0.0
+            if passed and now - self.first_passed[passed[0].key] >= self.reserve_after_s:
+                reserve = need(passed[0])
+            if fits(cell, reserve):
+                found = cell
+                break
+            passed.append(cell)
+            self.first_passed.setdefault(cell.key, now)
+        self.back.extendleft(reversed(passed))
+        return found

@@ -1,0 +1,111 @@
+"""Starting cells by GPU memory (runner.schedule.memory): the rule, and real workers
+kept apart by it."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from pathlib import Path
+from types import SimpleNamespace
+
+from runner.matrix.cells import Cell, CellConfig
+from runner.schedule.executor import Executor, _ListFeed
+from runner.schedule.memory import EXPECTED_GIB, Deferring, MemoryBudget, expected_gib
+from runner.schedule.usage import Usage
+from zoo.catalog import select
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _cell(model: str, backend: str = "eager", gib: float | None = None) -> Cell:
+    spec = select(None, [f"{FIXTURES / 'toy_models.py'}:{model}"])[0]
+    cell = Cell(spec, CellConfig(backend, "none", "false", "fp32"), "full", None, None, "cpu", "t")
+    return cell if gib is None else replace(cell, extra={EXPECTED_GIB: gib})
+
+
+def test_a_cell_starts_beside_others_only_where_it_fits():
+    budget = MemoryBudget(100.0)  # 90 GiB to fill
+    big, small = _cell("TinyMLP", gib=60), _cell("SlowMLP", gib=20)
+    assert budget.fits(big, [])  # an idle GPU takes anything, even more than it has
+    assert budget.fits(replace(big, extra={EXPECTED_GIB: 500}), [])
+    assert budget.fits(small, [big])
+    assert not budget.fits(big, [big])
+    # Room kept for a cell waiting first in line.
+    assert not budget.fits(small, [big], reserve_gib=20)
+    # A model never recorded takes what this run's finished cells took, at their median
+    # (nothing before the first has finished).
+    unknown = _cell("CoreRecorder")
+    assert budget.need(unknown) == 0.0
+    for peak in (10_240, 20_480, 40_960):
+        budget.learn(SimpleNamespace(eager_peak_reserved_mb=peak, compiled_peak_reserved_mb=None))
+    assert budget.need(unknown) == expected_gib(20_480) == 20 * 1.25 + 1
+    # Without a capacity (a CPU run) every cell fits.
+    assert MemoryBudget(None).fits(big, [big, big])
+
+
+def test_the_feed_is_searched_past_a_cell_that_does_not_fit_and_keeps_its_order():
+    """Cells that fit start past one that does not (it keeps its place, first in line);
+    once it has waited long enough they start only where they leave it room."""
+    cells = [_cell("TinyMLP", b, gib) for b, gib in (("eager", 80), ("aot_eager", 70))]
+    cells += [_cell("SlowMLP", "eager", 50), _cell("SlowMLP", "aot_eager", 5)]
+    budget = MemoryBudget(100.0)  # 90 GiB to fill
+    running = [_cell("CoreRecorder", gib=30)]
+
+    def fits(cell, reserve):
+        return budget.fits(cell, running, reserve)
+
+    feed = Deferring(_ListFeed(cells))
+    # 80 and 70 do not fit beside 30; 50 does.
+    assert feed.take_fitting(fits, budget.need) is cells[2]
+    assert feed.passed_over == {cells[0].key, cells[1].key}
+    assert [feed.take(), feed.take(), feed.take()] == [cells[0], cells[1], cells[3]]
+    assert feed.exhausted()
+    # Waited long enough: 50 would leave no room for 80; 5 would not either (30 + 5 +
+    # 80 > 90), so nothing starts until the 30 ends.
+    feed = Deferring(_ListFeed(cells), reserve_after_s=0.0)
+    assert feed.take_fitting(fits, budget.need) is None
+    assert feed.peek() is cells[0] and len(feed.back) == 4
+    running.clear()  # an idle GPU: the first in line starts
+    assert feed.take_fitting(fits, budget.need) is cells[0]
+
+
+def test_memory_bound_runs_say_so():
+    usage = Usage(elapsed_s=60, workers=4, cells=10, cpus=2, cpu_busy=0.2, cpu_steal=0.0)
+    assert "more --workers may go faster" in usage.bound()
+    usage.memory_waits = 3
+    assert usage.bound().startswith("memory-bound: 3 cell(s) waited")
+
+
+def _spans(tmp_path: Path, cells: list[Cell], memory_gib: float | None) -> dict[str, tuple]:
+    """Each cell's (start, end) over a real run of three workers."""
+    started: dict[str, float] = {}
+    spans: dict[str, tuple] = {}
+
+    def on_result(result):
+        spans[result.cell_key] = (started[result.cell_key], time.monotonic(), result.status)
+
+    tmp_path.mkdir()
+    executor = Executor(tmp_path, workers=3, lock_dir=tmp_path / "locks", memory_gib=memory_gib)
+    executor.run(
+        cells, on_result=on_result, on_start=lambda c: started.setdefault(c.key, time.monotonic())
+    )
+    assert {status for *_, status in spans.values()} == {"pass"}
+    return spans
+
+
+def _overlap(a: tuple, b: tuple) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_workers_are_kept_apart_by_memory_and_start_together_without_it(tmp_path):
+    """Two cells expected to take 6 GiB each of a 10 GiB device (9 to fill) never run at
+    once, while a 2 GiB one runs beside either; without a capacity the three start
+    together on three workers."""
+    big = [_cell("SlowMLP", "eager", 6.0), _cell("SlowMLP", "aot_eager", 6.0)]
+    small = _cell("TinyMLP", "eager", 2.0)
+    cells = [*big, small]
+    spans = _spans(tmp_path / "kept", cells, memory_gib=10.0)
+    assert not _overlap(spans[big[0].key], spans[big[1].key])
+    assert _overlap(spans[small.key], spans[big[0].key])
+    free = _spans(tmp_path / "free", cells, memory_gib=None)
+    assert _overlap(free[big[0].key], free[big[1].key])
