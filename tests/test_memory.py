@@ -8,10 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+from runner.cli.run import _with_expected_memory
 from runner.matrix.cells import Cell, CellConfig
+from runner.plan import Plan
 from runner.schedule.executor import Executor, _ListFeed
 from runner.schedule.memory import EXPECTED_GIB, Deferring, MemoryBudget, expected_gib
 from runner.schedule.usage import Usage
+from runner.store.db import Store
+from runner.store.schema import RunRecord
+from tests.results import make_result
 from zoo.catalog import select
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -109,3 +114,32 @@ def test_workers_are_kept_apart_by_memory_and_start_together_without_it(tmp_path
     assert _overlap(spans[small.key], spans[big[0].key])
     free = _spans(tmp_path / "free", cells, memory_gib=None)
     assert _overlap(free[big[0].key], free[big[1].key])
+
+
+def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
+    """A cell of a model recorded before carries what it reserved at its peak there, the
+    larger of eager's and compiled's over the newest row of each of its cells, by step and
+    device; a model never recorded carries nothing."""
+    store = Store.open(tmp_path / "zoo.duckdb")
+    run = RunRecord(command="zoo-run", label=None, env_id="env-a")
+    store.start_run(run)
+    model = "custom/toy_models:TinyMLP"
+    rows = [
+        # An older row of one cell gives way to its newest.
+        make_result("a", model_id=model, device="cuda", eager_peak_reserved_mb=90_000),
+        make_result("a", model_id=model, device="cuda", eager_peak_reserved_mb=2_048),
+        make_result("b", model_id=model, device="cuda", compiled_peak_reserved_mb=4_096),
+        make_result("c", model_id=model, device="cuda", step="train", eager_peak_reserved_mb=8e3),
+        make_result("d", model_id=model, device="cpu", eager_peak_reserved_mb=50_000),
+    ]
+    for row in rows:
+        store.write_results(run.run_id, [row])
+        time.sleep(0.01)
+    assert store.peak_reserved_mb([model], "cuda") == {
+        (model, "infer"): 4096,
+        (model, "train"): 8e3,
+    }
+    cuda = [replace(_cell(name), device="cuda") for name in ("TinyMLP", "SlowMLP")]
+    plan = _with_expected_memory(Plan(cells=cuda), store, "cuda")
+    assert plan.cells[0].extra[EXPECTED_GIB] == round(expected_gib(4096), 1) == 6.0
+    assert EXPECTED_GIB not in plan.cells[1].extra
