@@ -407,9 +407,9 @@ class Store:
 
     def peak_reserved_mb(self, model_ids: list[str], device: str) -> dict[tuple[str, str], float]:
         """(model_id, step) -> the largest memory a cell of the model reserved at its peak
-        on ``device`` (eager's or compiled's, over its latest row of every cell that
-        recorded one): what a cell of it is expected to take there
-        (``runner.schedule.memory``)."""
+        on ``device``: eager's or compiled's, over the newest row of each of its cells (a
+        cell whose newest row recorded none, an ``oom`` say, adds nothing). What a cell of
+        it is expected to take there (``runner.schedule.memory``)."""
         if not model_ids:
             return {}
         with self.connection(read_only=True) as con:
