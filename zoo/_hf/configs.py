@@ -36,9 +36,10 @@ from zoo._hf.settings import edited, from_dict, is_count, walk
 
 
 def default_config(config_class):
-    """The config's defaults, plus what a forward pass needs and they leave unset: the
-    settings of ``FAMILY_REQUIRED``, and the parts of composite models (an
-    EncoderDecoderModel of two BERTs)."""
+    """The config's defaults, plus what a forward pass needs and they leave unset or
+    unfit: the settings of ``FAMILY_REQUIRED``, those of ``FAMILY_FIXES`` in the config
+    and every sub-config of their type, a Q-Former model's placeholder token, and the
+    parts of composite models (an EncoderDecoderModel of two BERTs)."""
     model_type = getattr(config_class, "model_type", "")
     if model_type in COMPOSITE_PARTS:
         first, second = (CONFIG_MAPPING[part]() for part in COMPOSITE_PARTS[model_type])
