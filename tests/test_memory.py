@@ -131,6 +131,13 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
         make_result("b", model_id=model, device="cuda", compiled_peak_reserved_mb=4_096),
         make_result("c", model_id=model, device="cuda", step="train", eager_peak_reserved_mb=8e3),
         make_result("d", model_id=model, device="cpu", eager_peak_reserved_mb=50_000),
+        make_result(
+            "f",
+            model_id="custom/x:Other",
+            family="custom",
+            device="cuda",
+            compiled_peak_reserved_mb=3e4,
+        ),
     ]
     for row in rows:
         store.write_results(run.run_id, [row])
@@ -142,4 +149,13 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
     cuda = [replace(_cell(name), device="cuda") for name in ("TinyMLP", "SlowMLP")]
     plan = _with_expected_memory(Plan(cells=cuda), store, "cuda")
     assert plan.cells[0].extra[EXPECTED_GIB] == round(expected_gib(4096), 1) == 6.0
+    # A user's module shares its family name (custom) with every other: no kin.
     assert EXPECTED_GIB not in plan.cells[1].extra
+    # A model never recorded takes its family's largest (timm/resnet18's row, 10 GiB).
+    store.write_results(
+        run.run_id, [make_result("e", device="cuda", eager_peak_reserved_mb=10_240)]
+    )
+    (resnet50,) = select(["timm/resnet50"])
+    kin = replace(cuda[1], spec=resnet50)
+    plan = _with_expected_memory(Plan(cells=[kin]), store, "cuda")
+    assert plan.cells[0].extra[EXPECTED_GIB] == expected_gib(10_240) == 13.5

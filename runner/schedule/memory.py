@@ -9,10 +9,10 @@ minutes with one cell under way.
 
 What a cell is expected to take: its model's largest peak recorded on this device for
 the same step (``runner.store.db.Store.peak_reserved_mb``, set on the cell by the
-planner as ``EXPECTED_GIB``), with a margin for the float64 reference and the CUDA
-context; a model never recorded is expected to take what this run's finished cells
-took at their median (nothing before the first finishes: the first cells start as
-before). A cell that does not fit waits, first in line, while later cells that fit
+planner as ``EXPECTED_GIB``), else its family's largest, with a margin for the float64
+reference and the CUDA context; a family never recorded is expected to take what this
+run's finished cells took at their median (nothing before the first finishes: the
+first cells start as before). A cell that does not fit waits, first in line, while later cells that fit
 start; once it has waited a minute they start only where they leave it room. It starts
 once its GPU has room for it, and always on an idle GPU.
 """
@@ -70,7 +70,7 @@ class MemoryBudget:
         return None if self.capacity_gib is None else self.capacity_gib * self.share
 
     def learn(self, result: CellResult) -> None:
-        """A finished cell's peak: what cells of models never recorded are expected to take."""
+        """A finished cell's peak: what cells of families never recorded are expected to take."""
         peak = observed_peak_mb(result)
         if peak is not None:
             self._observed.append(expected_gib(peak))

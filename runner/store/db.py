@@ -405,24 +405,29 @@ class Store:
             if status == OOM and CROWDED in (notes or "")
         }
 
-    def peak_reserved_mb(self, model_ids: list[str], device: str) -> dict[tuple[str, str], float]:
-        """(model_id, step) -> the largest memory a cell of the model reserved at its peak
-        on ``device``: eager's or compiled's, over the newest row of each of its cells (a
-        cell whose newest row recorded none, an ``oom`` say, adds nothing). What a cell of
-        it is expected to take there (``runner.schedule.memory``)."""
-        if not model_ids:
+    def peak_reserved_mb(
+        self, names: list[str], device: str, by: str = "model_id"
+    ) -> dict[tuple[str, str], float]:
+        """(name, step) -> the largest memory a cell of the model (``by="family"``: of
+        any model of the family) reserved at its peak on ``device``: eager's or
+        compiled's, over the newest row of each of its cells (a cell whose newest row
+        recorded none, an ``oom`` say, adds nothing). What a cell of it is expected to
+        take there (``runner.schedule.memory``)."""
+        if by not in ("model_id", "family"):
+            raise ValueError(f"peaks by model_id or family, not {by!r}")
+        if not names:
             return {}
         with self.connection(read_only=True) as con:
             rows = con.execute(
-                "WITH latest AS (SELECT model_id, step, eager_peak_reserved_mb AS eager, "
+                f"WITH latest AS (SELECT {by} AS name, step, eager_peak_reserved_mb AS eager, "
                 "compiled_peak_reserved_mb AS compiled FROM results "
-                "WHERE device = ? AND model_id IN (SELECT unnest(?::VARCHAR[])) "
+                f"WHERE device = ? AND {by} IN (SELECT unnest(?::VARCHAR[])) "
                 f"QUALIFY {latest_row()}) "
-                "SELECT model_id, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0))) "
+                "SELECT name, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0))) "
                 "FROM latest GROUP BY ALL",
-                [device, list(model_ids)],
+                [device, list(names)],
             ).fetchall()
-        return {(model, step): peak for model, step, peak in rows if peak and peak > 0}
+        return {(name, step): peak for name, step, peak in rows if peak and peak > 0}
 
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
         """The keys whose latest row's timing was disturbed: a side's median ``ratio``
