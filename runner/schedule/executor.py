@@ -304,8 +304,6 @@ class Executor:
         self.workdir = workdir
         self.memory_gib = memory_gib
         self.memory = MemoryBudget(self.memory_gib)
-        # The cells of the last run() passed over for a while for want of memory.
-        self.memory_waits: set[str] = set()
         self.crowded_reserve_share = crowded_reserve_share
         self.quiet_timing = quiet_timing
         self.workers = workers
@@ -628,11 +626,10 @@ class Executor:
             if in_main:
                 signal.signal(signal.SIGTERM, previous)
             self.wrapped_up, self._cut = self._cut is not None, None
-            self.memory_waits = set(feed.passed_over)
             cell_s = sum(self._walls())
             lock_wait = self._lock_wait_s / cell_s if cell_s else None
             self.usage = usage.measure(
-                self.workdir, meter, self.workers, planned, lock_wait, len(self.memory_waits)
+                self.workdir, meter, self.workers, planned, lock_wait, len(feed.passed_over)
             )
 
     def _take_fitting(self, feed: Deferring, beside: list[Cell]) -> Cell | None:

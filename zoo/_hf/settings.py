@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -113,25 +113,28 @@ def has_setting(config, *names: str) -> bool:
 def get_setting(config, *names: str, default: Any = None) -> Any:
     """The first of ``names`` that the config sets, or else its sub-configs, nearest
     first."""
-    queue = [config]
-    while queue:
-        cfg = queue.pop(0)
+    for cfg in nearest_first(config):
         for name in names:
             value = getattr(cfg, name, None)
             if value is not None:
                 return value
-        queue += sub_configs(cfg)
     return default
+
+
+def nearest_first(config) -> Iterator[Any]:
+    """The config, then its sub-configs, theirs after them (breadth first)."""
+    queue = [config]
+    while queue:
+        cfg = queue.pop(0)
+        yield cfg
+        queue += sub_configs(cfg)
 
 
 def timm_input_size(config) -> tuple[int, int] | None:
     """The image size of a timm model a config wraps (``timm_wrapper``, Perception
     Encoder's video tower): its architecture's default input, from timm's own table
     (nothing downloaded)."""
-    queue = [config]
-    while queue:
-        cfg = queue.pop(0)
-        queue += sub_configs(cfg)
+    for cfg in nearest_first(config):
         architecture = getattr(cfg, "architecture", None)
         if getattr(cfg, "model_type", "") == "timm_wrapper" and isinstance(architecture, str):
             from timm.models import get_pretrained_cfg
