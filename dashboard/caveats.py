@@ -22,7 +22,10 @@ with a caveat still passed.
   reads far too low;
 - crowded: the cell, or an earlier attempt of it, ran out of memory while other
   processes (a parallel sweep's neighbours) held most of the GPU's: its `oom`, or the
-  smaller batch it ran at, may be theirs, not the model's.
+  smaller batch it ran at, may be theirs, not the model's;
+- autotuning reused: a max-autotune cell that compiled with the kernel choices its
+  model's other max-autotune cell of the run had tuned: its compile time leaves the
+  tuning out.
 """
 
 from __future__ import annotations
@@ -243,6 +246,18 @@ def _crowded(cell: Mapping) -> str:
     return f"**Out of memory beside others**: {what}"
 
 
+def _tuning_reused(cell: Mapping) -> str:
+    return (
+        "**Autotuning reused**: this cell compiled with the kernel choices that its "
+        "model's other max-autotune cell of the same run had tuned (Inductor's GEMM "
+        "and convolution timings and Triton's chosen configs; every kernel was still "
+        f"compiled here). Its compile time ({_number(cell, 'compile_s', '{:.1f} s')}) "
+        "leaves the autotuning out, so it reads shorter than a cold compile of this mode. "
+        "Its speedup and memory hold: both modes run the same kernels, and their "
+        "difference is the CUDA graphs'. `ZOO_COLD_TUNING=1` tunes every cell itself."
+    )
+
+
 _README_RECORDED = Doc("README.md", "What is recorded")
 _XLA_TRUST = Doc("docs/xla-h200.md", "The bf16 XLA speedups, and how far to trust them")
 _NOT_XLA = f"backend NOT IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
@@ -308,6 +323,12 @@ CAVEATS: tuple[Caveat, ...] = (
         Doc("docs/zoo-findings.md", "Out-of-memory rows that were a neighbour's"), _crowded,
         "the cell or an earlier attempt ran out of memory while other processes held most "
         "of the GPU's: an oom, or a smaller batch, that may be theirs",
+    ),
+    Caveat(
+        "tuning-reused", "autotuning reused", "tuning reused", "tuning_reused",
+        Doc("README.md", "How a cell is measured"), _tuning_reused,
+        "a max-autotune cell that compiled with the kernel choices its model's other "
+        "max-autotune cell of the run had tuned: its compile time leaves the tuning out",
     ),
 )  # fmt: skip
 BY_KEY = {caveat.key: caveat for caveat in CAVEATS}

@@ -5,7 +5,7 @@ from dataclasses import fields
 from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
-from runner.matrix.results import CROWDED
+from runner.matrix.results import CROWDED, TUNING_REUSED
 from runner.store.schema import latest_row
 
 
@@ -83,6 +83,8 @@ PREPARE = (
             coalesce(contains(r.notes, '{caveats.GRAPH_POOL_NOTE}'), false) AS pool_counted,
             -- it, or an earlier attempt of it, ran out of memory beside other processes
             coalesce(contains(r.notes, '{CROWDED}'), false) AS crowded,
+            -- compiled with its partner max-autotune cell's tuning (runner.measure.tuning)
+            coalesce(contains(r.notes, '{TUNING_REUSED}'), false) AS tuning_reused,
             r.batch_size_run,
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)

@@ -35,7 +35,7 @@ from runner.matrix.phases import (
     REFERENCE,
 )
 from runner.matrix.results import FAIL_ACCURACY, OOM, PASS, UNSUPPORTED, CellResult
-from runner.measure import vec_isa
+from runner.measure import tuning, vec_isa
 from runner.measure.accuracy import accuracy_tolerance, compare_outputs
 from runner.measure.context import CellContext, Gate, Unsupported, no_gate
 from runner.measure.failure import classify, device_memory_note, record_failure, signature
@@ -102,7 +102,12 @@ def measure_cell(
     result = CellResult.for_cell(cell, started_at=utc_now_iso())
     started = time.perf_counter()
     ctx = CellContext(cell, result, report_phase, gate)
-    with cold_compile_caches(), restored_process_state(ctx.notes):
+    with cold_compile_caches() as cache_dir, restored_process_state(ctx.notes):
+        # A model's other max-autotune cell of this run may have tuned its kernels already.
+        shares = cache_dir is not None and not checks_only and tuning.share_key(cell) is not None
+        tuned_by = tuning.adopt(cell, cache_dir) if shares else None
+        if tuned_by is not None:
+            ctx.note(tuning.reused_note(tuned_by))
         try:
             CellProtocol(ctx, checks_only=checks_only).run(model, inputs_fn)
         except Unsupported as outcome:
@@ -116,6 +121,8 @@ def measure_cell(
             # Read before the cell's memory is freed: what it and the others held.
             if result.status == OOM and (note := device_memory_note()):
                 ctx.note(note)
+        if shares and tuned_by is None and result.status in (PASS, FAIL_ACCURACY):
+            tuning.keep(cell, cache_dir)
     result.notes = "; ".join(ctx.notes) or None
     result.finished_at = utc_now_iso()
     result.wall_s = time.perf_counter() - started

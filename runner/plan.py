@@ -15,6 +15,7 @@ from runner.backends import registry as backends
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import CROWDED, OOM, RETRY_STATUSES, CellResult
+from runner.measure import tuning
 from zoo.spec import ModelSpec
 
 DEFAULT_TIMEOUT_S = 300.0
@@ -172,8 +173,23 @@ def plan_cells(
         # A named set runs column by column: side by side run different models (one
         # model's columns together would hold as many copies of it on the device), and
         # a column's cells, alike in cost, are what the next one's time is judged by.
+        # The two max-autotune columns are one, though: a model's cells of them side by
+        # side in the feed (the first's tuning serves the second; the executor starts
+        # the second once the first is done: runner.measure.tuning).
         order = {config: index for index, config in enumerate(kept)}
-        cells.sort(key=lambda cell: order[cell.config])
+        group: dict[CellConfig, int] = {}
+        for config in kept:
+            group.setdefault(tuning.shared_column(config), order[config])
+        position = {
+            spec_id: index for index, spec_id in enumerate(dict.fromkeys(c.spec.id for c in cells))
+        }
+        cells.sort(
+            key=lambda cell: (
+                group[tuning.shared_column(cell.config)],
+                position[cell.spec.id],
+                order[cell.config],
+            )
+        )
     # Cells of one worker kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
     cells.sort(key=lambda cell: backends.worker_group(cell.config.backend))

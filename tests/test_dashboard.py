@@ -28,7 +28,9 @@ from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
 from runner.matrix import break_types
+from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.results import CROWDED, GraphBreak
+from runner.measure import tuning
 from runner.store.db import Store
 from runner.store.schema import RunRecord
 from tests.dashboard_data import (
@@ -1313,3 +1315,31 @@ def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_pat
     assert "batch 8 of the 64 asked" in reason(
         {"status": "pass", "batch_size": 64, "batch_size_run": 8}
     )
+
+
+def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_path):
+    """Only the cell whose notes say it reused its partner's tuning: its compile time
+    leaves autotuning out, and Model detail says so with its number."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="tuned", command="zoo-run", status="finished")
+    store.start_run(run)
+    rows_in = []
+    for mode, notes in (
+        ("max-autotune", None),
+        ("max-autotune-no-cudagraphs", tuning.reused_note("max-autotune")),
+    ):
+        row = cell("convmixer_768_32", "convmixer", "inductor", "pass", **timed(3.8, 12.0))
+        row.mode, row.notes = mode, notes
+        row.cell_key = cell_key({name: getattr(row, name) for name in KEY_FIELDS})
+        rows_in.append(row)
+    store.write_results(run.run_id, rows_in)
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    db = open_database(runs_dir, db_path)
+    flagged = db.con.execute(
+        "SELECT mode FROM latest_cells WHERE list_contains(caveats, 'tuning-reused')"
+    ).fetchall()
+    assert flagged == [("max-autotune-no-cudagraphs",)]
+    caveat = caveats.BY_KEY["tuning-reused"]
+    assert "12.0 s" in caveat.reason({"compile_s": 12.0})
+    assert f"## {caveat.doc.heading}" in (ROOT / caveat.doc.path).read_text()

@@ -21,7 +21,9 @@ HEADLINE = CellConfig("inductor", "default", "false", "bf16", "infer")
 # dynamic-shape flags, the other Inductor modes, torch.export and AOTInductor, a training
 # step, the XLA routes through JAX. In that order a sweep runs them (the XLA routes last
 # in any case: their worker kind runs after torch's), cheap columns first and
-# max-autotune's, whose compiles take minutes, last of torch's. torch_xla is left out:
+# max-autotune's, whose compiles take minutes, last of torch's (a model's two max-autotune
+# cells one after the other, max-autotune first: the second reuses its tuning,
+# runner.measure.tuning). torch_xla is left out:
 # no build of it exists for the pinned torch with CUDA, so every cell of it reads
 # `unsupported` (a user who has it asks for it with --backends torch_xla).
 CORE = (
@@ -37,8 +39,8 @@ CORE = (
     CellConfig("export", "strict", "false", "bf16", "infer"),
     CellConfig("aot_inductor", "default", "false", "bf16", "infer"),
     CellConfig("inductor", "default", "false", "bf16", "train"),
-    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
     CellConfig("inductor", "max-autotune", "false", "bf16", "infer"),
+    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
     CellConfig("xla", NO_MODE, "false", "bf16", "infer"),
     CellConfig("xla_export", NO_MODE, "false", "bf16", "infer"),
 )

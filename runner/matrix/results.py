@@ -40,6 +40,9 @@ TRIAGE_INTERRUPTED = "triage interrupted"
 # How an out-of-memory cell's note begins when other processes held most of the device's
 # memory: the cell did not run out on its own (a parallel sweep's neighbour did it).
 CROWDED = "out of memory beside other processes"
+# How the note begins of a max-autotune cell that compiled with its partner's tuning
+# (runner.measure.tuning): its compile time leaves autotuning out.
+TUNING_REUSED = "autotuning reused"
 
 
 @dataclass

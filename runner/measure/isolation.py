@@ -26,14 +26,15 @@ WARM_CACHE_ENV = "ZOO_WARM_CACHE"
 
 
 @contextlib.contextmanager
-def cold_compile_caches(*, always: bool = False) -> Iterator[None]:
+def cold_compile_caches(*, always: bool = False) -> Iterator[str | None]:
     """Fresh Inductor and Triton cache directories for the cell (unless warm caches are
     asked for), so that compile time is a cold compile; removed afterwards. ``always``:
     fresh even when warm caches are asked for, and for every cell measured inside (work
     that must compile for real, such as the minifier's armed compile: a cache hit skips
-    the compile it hooks into)."""
+    the compile it hooks into). Yields the fresh Inductor cache directory (None with
+    warm caches)."""
     if os.environ.get(WARM_CACHE_ENV) == "1" and not always:
-        yield
+        yield None
         return
     saved = {name: os.environ.get(name) for name in (INDUCTOR_CACHE_ENV, TRITON_CACHE_ENV)} | (
         {WARM_CACHE_ENV: os.environ.pop(WARM_CACHE_ENV, None)} if always else {}
@@ -46,7 +47,7 @@ def cold_compile_caches(*, always: bool = False) -> Iterator[None]:
     os.environ[TRITON_CACHE_ENV] = os.path.join(directory, "triton")
     _clear_inductor_memory_caches()
     try:
-        yield
+        yield directory
     finally:
         _clear_inductor_memory_caches()
         for name, value in saved.items():

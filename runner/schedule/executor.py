@@ -37,6 +37,7 @@ from runner.matrix.results import (
     TRIAGE_INTERRUPTED,
     CellResult,
 )
+from runner.measure import tuning
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
@@ -562,7 +563,10 @@ class Executor:
                             continue
                         if ready is not None:
                             cell = _take(again, ready)
-                        elif past_deadline or (cell := self._take_fitting(feed, beside)) is None:
+                        elif (
+                            past_deadline
+                            or (cell := self._take_fitting(feed, beside, slots)) is None
+                        ):
                             continue
                         elif cell.crowded_retries:
                             # Planned as a crowded retry (a recorded row that ran out of
@@ -632,15 +636,26 @@ class Executor:
                 self.workdir, meter, self.workers, planned, lock_wait, len(feed.passed_over)
             )
 
-    def _take_fitting(self, feed: Deferring, beside: list[Cell]) -> Cell | None:
+    def _take_fitting(
+        self, feed: Deferring, beside: list[Cell], slots: list[Worker | None]
+    ) -> Cell | None:
         """The feed's first cell that fits its GPU's memory beside the cells under way
         there (``runner.schedule.memory``); a crowded retry always does: it waits to run
-        alone (``_ready``)."""
+        alone (``_ready``). A max-autotune cell whose partner in the other max-autotune
+        mode is under way on this host waits for it, to compile with its tuning
+        (``runner.measure.tuning``)."""
 
         def fits(cell: Cell, reserve_gib: float) -> bool:
             return bool(cell.crowded_retries) or self.memory.fits(cell, beside, reserve_gib)
 
-        return feed.take_fitting(fits, self.memory.need)
+        under_way = [w.running.cell for w in slots if w is not None and w.running]
+        if not tuning.enabled(self.env) or not any(tuning.share_key(c) for c in under_way):
+            return feed.take_fitting(fits, self.memory.need)
+
+        def waits(cell: Cell) -> bool:
+            return any(tuning.partners(cell, other) for other in under_way)
+
+        return feed.take_fitting(fits, self.memory.need, waits)
 
     def _account(self, worker: Worker) -> None:
         running = worker.running

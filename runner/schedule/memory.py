@@ -120,26 +120,36 @@ class Deferring:
         return not self.back and self.feed.exhausted()
 
     def take_fitting(
-        self, fits: Callable[[Cell, float], bool], need: Callable[[Cell], float]
+        self,
+        fits: Callable[[Cell, float], bool],
+        need: Callable[[Cell], float],
+        waits: Callable[[Cell], bool] = lambda cell: False,
     ) -> Cell | None:
         """The first cell that ``fits``, searching ``LOOKAHEAD`` cells; the others are put
-        back in front, in order. Past the first in line, a cell must leave room for it
-        once it has waited ``reserve_after_s``. None when none fits (or the feed has
-        none for now)."""
+        back in front, in order. Past the first cell passed over for memory, a cell must
+        leave room for it once it has waited ``reserve_after_s``. A cell that ``waits``
+        (for another cell under way: ``runner.measure.tuning``) is passed over too, but
+        neither reserves memory nor counts as waiting for it. None when none fits (or
+        the feed has none for now)."""
         passed: list[Cell] = []
+        first: Cell | None = None
         found = None
         now = time.monotonic()
         while len(passed) <= LOOKAHEAD:
             cell = self.take()
             if cell is None:
                 break
+            if waits(cell):
+                passed.append(cell)
+                continue
             reserve = 0.0
-            if passed and now - self.first_passed[passed[0].key] >= self.reserve_after_s:
-                reserve = need(passed[0])
+            if first is not None and now - self.first_passed[first.key] >= self.reserve_after_s:
+                reserve = need(first)
             if fits(cell, reserve):
                 found = cell
                 break
             passed.append(cell)
             self.first_passed.setdefault(cell.key, now)
+            first = first or cell
         self.back.extendleft(reversed(passed))
         return found

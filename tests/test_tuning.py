@@ -1,0 +1,162 @@
+"""A model's two max-autotune cells of a run tune once (runner.measure.tuning): which
+cells are partners, the feed that puts them one after the other, the wait for a
+partner under way, and a real Inductor compile that skips its tuning."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from runner.cell import measure_cell
+from runner.cli.run import main
+from runner.matrix import columns
+from runner.matrix.cells import CellConfig
+from runner.measure import tuning
+from runner.measure.host import SCRATCH_DIR_ENV
+from runner.plan import PlanOptions, plan_cells
+from runner.schedule.memory import Deferring, MemoryBudget
+from tests.results import rows
+from tests.test_measure import Mlp, features, make_cell
+from tests.test_memory import FIXTURES, _cell
+from zoo.catalog import select
+
+
+def test_a_models_two_max_autotune_cells_are_partners_and_no_others():
+    ma = make_cell(backend="inductor", mode="max-autotune", precision="bf16")
+    manc = replace(ma, config=replace(ma.config, mode="max-autotune-no-cudagraphs"))
+    assert tuning.share_key(ma) == tuning.share_key(manc) is not None
+    assert tuning.partners(ma, manc) and tuning.partners(manc, ma)
+    assert not tuning.partners(ma, ma)  # the same cell again tunes for itself
+    # Anything that changes the graph or its shapes tunes apart.
+    for other in (
+        replace(manc, config=replace(manc.config, dynamic="true")),
+        replace(manc, config=replace(manc.config, precision="fp32")),
+        replace(manc, config=replace(manc.config, mode="max-autotune-no-cudagraphs+freezing")),
+        replace(manc, batch_size=8),
+        manc.with_run_batch(2),  # an out-of-memory retry at half the batch
+        replace(manc, env_id="other"),
+    ):
+        assert tuning.share_key(other) != tuning.share_key(ma)
+        assert not tuning.partners(ma, other)
+    frozen = replace(ma, config=replace(ma.config, mode="max-autotune+freezing"))
+    frozen_nc = replace(ma, config=replace(ma.config, mode="max-autotune-no-cudagraphs+freezing"))
+    assert tuning.partners(frozen, frozen_nc)
+    # Cells that do not tune through Inductor's caches share nothing.
+    assert tuning.share_key(make_cell(backend="inductor", mode="default")) is None
+    assert tuning.share_key(make_cell(backend="aot_inductor", mode="max-autotune")) is None
+
+
+def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
+    specs = select(["test_resnet", "test_vit", "test_efficientnet"])
+    options = PlanOptions(
+        backends=("inductor",),
+        modes=None,
+        dynamic=("false",),
+        precisions=("bf16",),
+        steps=("infer",),
+        device="cuda",
+        columns=columns.columns("@core"),
+    )
+    cells = plan_cells(specs, options, "env").cells
+    labels = [(cell.spec.name, cell.config.mode) for cell in cells if tuning.tunes(cell.config)]
+    names = [spec.name for spec in specs]
+    assert labels == [
+        (name, mode) for name in names for mode in ("max-autotune", "max-autotune-no-cudagraphs")
+    ]
+    # Every other column still runs column by column, the headline first.
+    configs = [cell.config for cell in cells]
+    assert configs[:3] == [columns.HEADLINE] * 3
+    first_tuned = next(i for i, c in enumerate(configs) if tuning.tunes(c))
+    assert all(tuning.tunes(c) for c in configs[first_tuned : first_tuned + 6])
+
+
+def test_a_cell_waits_while_its_partner_is_under_way():
+    """Passed over while its partner runs, without holding memory for itself; the cells
+    behind it start meanwhile, and it is first in line once the partner is done."""
+    waiting, behind = _cell("TinyMLP", "eager", 80), _cell("SlowMLP", "eager", 50)
+    feed = Deferring(iter_feed([waiting, behind]))
+    budget = MemoryBudget(100.0)
+    running = [_cell("CoreRecorder", gib=10)]
+
+    def fits(cell, reserve):
+        return budget.fits(cell, running, reserve)
+
+    def waits(cell):
+        return cell is waiting
+
+    assert feed.take_fitting(fits, budget.need, waits) is behind
+    assert feed.passed_over == set()  # it waited for its partner, not for memory
+    assert feed.peek() is waiting
+    assert feed.take_fitting(fits, budget.need) is waiting
+
+
+def iter_feed(cells):
+    from runner.schedule.executor import _ListFeed
+
+    return _ListFeed(cells)
+
+
+def _mlp_cell(mode: str):
+    return make_cell(backend="inductor", mode=mode, batch_size=64)
+
+
+@pytest.mark.inductor
+def test_the_second_max_autotune_cell_compiles_with_the_firsts_tuning(tmp_path, monkeypatch, capfd):
+    """On this CPU Inductor's max-autotune benchmarks its C++ GEMM templates against
+    aten's (and prints its AUTOTUNE tables); the partner compiles with no benchmarking
+    at all, and says so."""
+    monkeypatch.setenv(SCRATCH_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tuning.COLD_TUNING_ENV, raising=False)
+
+    def measure(mode):
+        result = measure_cell(_mlp_cell(mode), model=Mlp(), inputs_fn=features)
+        assert result.status == "pass", result.error_message
+        return result, "AUTOTUNE" in capfd.readouterr().err
+
+    first, tuned = measure("max-autotune-no-cudagraphs")
+    assert tuned and tuning.TUNING_REUSED not in (first.notes or "")
+    second, tuned = measure("max-autotune")
+    assert not tuned
+    assert f"{tuning.TUNING_REUSED} from this run's max-autotune-no-cudagraphs cell" in second.notes
+    # The first cell measured again tunes for itself (a rerun is what its row says it is).
+    again, tuned = measure("max-autotune-no-cudagraphs")
+    assert tuned and tuning.TUNING_REUSED not in (again.notes or "")
+
+
+def test_no_tuning_is_kept_outside_a_run_or_with_cold_tuning(tmp_path, monkeypatch):
+    cell = make_cell(backend="inductor", mode="max-autotune")
+    cache = tmp_path / "cache-dir"
+    (cache / "cache").mkdir(parents=True)
+    (cache / "cache" / "system").write_text("{}")
+    monkeypatch.delenv(SCRATCH_DIR_ENV, raising=False)
+    assert not tuning.keep(cell, str(cache))
+    monkeypatch.setenv(SCRATCH_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(tuning.COLD_TUNING_ENV, "1")
+    assert not tuning.keep(cell, str(cache))
+    monkeypatch.delenv(tuning.COLD_TUNING_ENV)
+    assert tuning.keep(cell, str(cache)) and not tuning.keep(cell, str(cache))
+    partner = replace(
+        cell, config=CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "fp32")
+    )
+    target = tmp_path / "partner-cache"
+    assert tuning.adopt(partner, str(target)) == "max-autotune"
+    assert (target / "cache" / "system").read_text() == "{}"
+
+
+@pytest.mark.inductor
+def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_once(tmp_path):
+    """Two workers, two cells: without the wait both would start at once and both tune."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{FIXTURES / 'toy_models.py'}:TinyMLP", "--backends", "inductor"]
+    args += ["--modes", "max-autotune,max-autotune-no-cudagraphs", "--device", "cpu"]
+    assert main([*args, "--workers", "2", "--db", str(db)]) == 0
+    found = {row["mode"]: row for row in rows(db)}
+    assert {mode: row["status"] for mode, row in found.items()} == {
+        "max-autotune": "pass",
+        "max-autotune-no-cudagraphs": "pass",
+    }
+    first, second = found["max-autotune"], found["max-autotune-no-cudagraphs"]
+    assert tuning.TUNING_REUSED not in (first["notes"] or "")
+    assert f"{tuning.TUNING_REUSED} from this run's max-autotune cell" in second["notes"]
+    assert second["started_at"] >= first["finished_at"]
