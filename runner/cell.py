@@ -48,7 +48,7 @@ from runner.measure.isolation import (
     tf32_disabled,
 )
 from runner.measure.subject import InputsFn, Subject
-from runner.measure.tensors import halve_leading_dims, host_tensors, shapes_json, to_float64
+from runner.measure.tensors import MB, halve_leading_dims, host_tensors, shapes_json, to_float64
 from runner.steps import registry as steps
 from runner.steps.base import Step
 
@@ -257,6 +257,18 @@ class CellProtocol:
         model fails at float64 itself: Canine builds its attention mask in float32 from
         float64's smallest value, and 0 x -inf is NaN everywhere)."""
         self.ctx.enter(REFERENCE)
+        if subject.on_cuda:
+            release_cached_memory()
+            torch.cuda.reset_peak_memory_stats(subject.device)
+        try:
+            return self._reference_outputs(subject, step)
+        finally:
+            if subject.on_cuda:
+                self.result.reference_peak_reserved_mb = (
+                    torch.cuda.max_memory_reserved(subject.device) / MB
+                )
+
+    def _reference_outputs(self, subject: Subject, step: Step) -> list[torch.Tensor]:
         with tf32_disabled(subject.on_cuda):
             if self.fp64_reference_fits(subject):
                 try:

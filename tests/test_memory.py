@@ -118,7 +118,7 @@ def test_workers_are_kept_apart_by_memory_and_start_together_without_it(tmp_path
 
 def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
     """A cell of a model recorded before carries what it reserved at its peak there, the
-    larger of eager's and compiled's over the newest row of each of its cells, by step and
+    largest of the reference's, eager's and compiled's over the newest row of each of its cells, by step and
     device; a model never recorded carries nothing."""
     store = Store.open(tmp_path / "zoo.duckdb")
     run = RunRecord(command="zoo-run", label=None, env_id="env-a")
@@ -130,6 +130,15 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
         make_result("a", model_id=model, device="cuda", eager_peak_reserved_mb=2_048),
         make_result("b", model_id=model, device="cuda", compiled_peak_reserved_mb=4_096),
         make_result("c", model_id=model, device="cuda", step="train", eager_peak_reserved_mb=8e3),
+        # The accuracy reference's peak counts too: a float64 copy beside the model.
+        make_result(
+            "g",
+            model_id=model,
+            device="cuda",
+            step="train",
+            eager_peak_reserved_mb=1e3,
+            reference_peak_reserved_mb=12e3,
+        ),
         make_result("d", model_id=model, device="cpu", eager_peak_reserved_mb=50_000),
         make_result(
             "f",
@@ -144,7 +153,7 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
         time.sleep(0.01)
     assert store.peak_reserved_mb([model], "cuda") == {
         (model, "infer"): 4096,
-        (model, "train"): 8e3,
+        (model, "train"): 12e3,
     }
     cuda = [replace(_cell(name), device="cuda") for name in ("TinyMLP", "SlowMLP")]
     plan = _with_expected_memory(Plan(cells=cuda), store, "cuda")

@@ -157,6 +157,10 @@ class CellResult:
     compiled_peak_alloc_mb: float | None = None
     compiled_peak_reserved_mb: float | None = None
     memory_ratio: float | None = None
+    # what the accuracy reference (a float64 copy beside the model, or the fp32 model)
+    # reserved at its peak: often several times either side's, and what a parallel
+    # sweep must leave room for (runner.schedule.memory)
+    reference_peak_reserved_mb: float | None = None
     # accuracy
     accuracy_ref_dtype: str | None = None
     max_abs_error: float | None = None

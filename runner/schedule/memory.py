@@ -50,7 +50,11 @@ def expected_gib(peak_reserved_mb: float) -> float:
 def observed_peak_mb(result: CellResult) -> float | None:
     peaks = [
         p
-        for p in (result.eager_peak_reserved_mb, result.compiled_peak_reserved_mb)
+        for p in (
+            result.eager_peak_reserved_mb,
+            result.compiled_peak_reserved_mb,
+            getattr(result, "reference_peak_reserved_mb", None),
+        )
         if p is not None and p > 0
     ]
     return max(peaks) if peaks else None

@@ -29,7 +29,7 @@ from runner.matrix.results import CellResult, GraphBreak, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # abandoned: the run's process died without finishing it (killed, the host rebooted);
 # a later run on its host found it so (runner.matrix.process) and counted its rows.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
@@ -298,6 +298,11 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             "ALTER TABLE results ADD COLUMN gpu_timing_s DOUBLE",
             "ALTER TABLE results ADD COLUMN gpu_tuning_s DOUBLE",
         ),
+    ),
+    (
+        7,
+        # What the accuracy reference reserved at its peak.
+        ("ALTER TABLE results ADD COLUMN reference_peak_reserved_mb DOUBLE",),
     ),
 ]
 
