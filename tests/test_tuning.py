@@ -91,6 +91,20 @@ def test_a_cell_waits_while_its_partner_is_under_way():
     assert feed.take_fitting(fits, budget.need) is waiting
 
 
+def test_cells_waiting_for_partners_do_not_use_up_the_lookahead():
+    """A host with more workers than the memory lookahead has as many cells waiting for
+    their partners; the cell behind them still starts."""
+    waiting = [_cell("TinyMLP", "eager", 1) for _ in range(40)]
+    behind = _cell("SlowMLP", "eager", 1)
+    feed = Deferring(iter_feed([*waiting, behind]))
+    budget = MemoryBudget(100.0)
+    found = feed.take_fitting(
+        lambda cell, reserve: True, budget.need, lambda cell: any(cell is w for w in waiting)
+    )
+    assert found is behind
+    assert feed.peek() is waiting[0]
+
+
 def iter_feed(cells):
     from runner.schedule.executor import _ListFeed
 

@@ -37,6 +37,9 @@ PEAK_MARGIN = 1.25
 CONTEXT_GIB = 1.0
 # How far past a cell that does not fit the feed is searched for one that does.
 LOOKAHEAD = 16
+# How many cells that wait for a partner under way may be passed besides: one per cell
+# under way at most, so as many as a host's workers.
+WAITING_LOOKAHEAD = 256
 # A cell passed over this long has the memory it needs kept free for it: later cells
 # start beside the cells under way only where they leave it room. Before, they fill in.
 RESERVE_AFTER_S = 60.0
@@ -129,7 +132,8 @@ class Deferring:
         need: Callable[[Cell], float],
         waits: Callable[[Cell], bool] = lambda cell: False,
     ) -> Cell | None:
-        """The first cell that ``fits``, searching ``LOOKAHEAD`` cells; the others are put
+        """The first cell that ``fits``, searching ``LOOKAHEAD`` cells (and up to
+        ``WAITING_LOOKAHEAD`` that wait, besides); the others are put
         back in front, in order. Past the first cell passed over for memory, a cell must
         leave room for it once it has waited ``reserve_after_s``. A cell that ``waits``
         (for another cell under way: ``runner.measure.tuning``) is passed over too, but
@@ -139,12 +143,14 @@ class Deferring:
         first: Cell | None = None
         found = None
         now = time.monotonic()
-        while len(passed) <= LOOKAHEAD:
+        waiting = 0
+        while len(passed) - waiting <= LOOKAHEAD and waiting <= WAITING_LOOKAHEAD:
             cell = self.take()
             if cell is None:
                 break
             if waits(cell):
                 passed.append(cell)
+                waiting += 1
                 continue
             reserve = 0.0
             if first is not None and now - self.first_passed[first.key] >= self.reserve_after_s:
