@@ -175,21 +175,12 @@ def plan_cells(
         # a column's cells, alike in cost, are what the next one's time is judged by.
         # The two max-autotune columns are one, though: a model's cells of them side by
         # side in the feed (the first's tuning serves the second; the executor starts
-        # the second once the first is done: runner.measure.tuning).
-        order = {config: index for index, config in enumerate(kept)}
+        # the second once the first is done: runner.measure.tuning). The sort is stable
+        # and the cells were made model by model, so a group's stay in that order.
         group: dict[CellConfig, int] = {}
-        for config in kept:
-            group.setdefault(tuning.shared_column(config), order[config])
-        position = {
-            spec_id: index for index, spec_id in enumerate(dict.fromkeys(c.spec.id for c in cells))
-        }
-        cells.sort(
-            key=lambda cell: (
-                group[tuning.shared_column(cell.config)],
-                position[cell.spec.id],
-                order[cell.config],
-            )
-        )
+        for index, config in enumerate(kept):
+            group.setdefault(tuning.shared_column(config), index)
+        cells.sort(key=lambda cell: group[tuning.shared_column(cell.config)])
     # Cells of one worker kind together: a worker is replaced whenever the kind changes
     # (XLA and torch.compile never share a process), and a new one costs seconds.
     cells.sort(key=lambda cell: backends.worker_group(cell.config.backend))

@@ -42,7 +42,13 @@ def test_a_cell_starts_beside_others_only_where_it_fits():
     unknown = _cell("CoreRecorder")
     assert budget.need(unknown) == 0.0
     for peak in (10_240, 20_480, 40_960):
-        budget.learn(SimpleNamespace(eager_peak_reserved_mb=peak, compiled_peak_reserved_mb=None))
+        budget.learn(
+            SimpleNamespace(
+                eager_peak_reserved_mb=peak,
+                compiled_peak_reserved_mb=None,
+                reference_peak_reserved_mb=None,
+            )
+        )
     assert budget.need(unknown) == expected_gib(20_480) == 20 * 1.25 + 1
     # Without a capacity (a CPU run) every cell fits.
     assert MemoryBudget(None).fits(big, [big, big])

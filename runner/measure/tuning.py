@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -89,10 +90,24 @@ def share_key(cell: Cell) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def partner_under_way(under_way: list[Cell]) -> Callable[[Cell], bool] | None:
+    """Whether a cell's partner (the same tuning, another mode) is among ``under_way``;
+    None where no cell under way tunes (nothing waits)."""
+    running = {(key, c.config.mode) for c in under_way if (key := share_key(c)) is not None}
+    if not running:
+        return None
+
+    def waits(cell: Cell) -> bool:
+        key = share_key(cell)
+        return key is not None and any(k == key and m != cell.config.mode for k, m in running)
+
+    return waits
+
+
 def partners(cell: Cell, other: Cell) -> bool:
     """Whether ``other`` is ``cell``'s partner: the same tuning, another mode."""
-    key = share_key(cell)
-    return key is not None and other.config.mode != cell.config.mode and share_key(other) == key
+    waits = partner_under_way([other])
+    return waits is not None and waits(cell)
 
 
 def _store(key: str) -> Path | None:

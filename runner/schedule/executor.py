@@ -649,12 +649,9 @@ class Executor:
             return bool(cell.crowded_retries) or self.memory.fits(cell, beside, reserve_gib)
 
         under_way = [w.running.cell for w in slots if w is not None and w.running]
-        if not tuning.enabled(self.env) or not any(tuning.share_key(c) for c in under_way):
+        waits = tuning.partner_under_way(under_way) if tuning.enabled(self.env) else None
+        if waits is None:
             return feed.take_fitting(fits, self.memory.need)
-
-        def waits(cell: Cell) -> bool:
-            return any(tuning.partners(cell, other) for other in under_way)
-
         return feed.take_fitting(fits, self.memory.need, waits)
 
     def _account(self, worker: Worker) -> None:

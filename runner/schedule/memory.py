@@ -56,7 +56,7 @@ def observed_peak_mb(result: CellResult) -> float | None:
         for p in (
             result.eager_peak_reserved_mb,
             result.compiled_peak_reserved_mb,
-            getattr(result, "reference_peak_reserved_mb", None),
+            result.reference_peak_reserved_mb,
         )
         if p is not None and p > 0
     ]
