@@ -111,12 +111,14 @@ PREPARE = (
     SELECT *, {caveats.sql()} AS caveats
     FROM rowed JOIN env_counts USING (row_id, config)
     """,
-    # A group-by picks the newest rows several times faster than a window over them all.
+    # A group-by picks the newest rows several times faster than a window over them all;
+    # a crowded row never hides a measured one (runner.store.schema.latest_row).
     """
     CREATE OR REPLACE TABLE latest_cells AS
     SELECT * FROM cells
     WHERE result_id IN (
-        SELECT max_by(result_id, (recorded_at, result_id)) FROM cells GROUP BY row_id, config
+        SELECT max_by(result_id, (NOT (crowded AND status = 'oom'), recorded_at, result_id))
+        FROM cells GROUP BY row_id, config
     )
     ORDER BY family, model_id
     """,
@@ -383,7 +385,8 @@ WITH swept AS (
 newest AS (
     SELECT * FROM swept
     QUALIFY row_number() OVER (
-        PARTITION BY sweep, row_id, config ORDER BY recorded_at DESC, result_id DESC
+        PARTITION BY sweep, row_id, config
+        ORDER BY crowded AND status = 'oom', recorded_at DESC, result_id DESC
     ) = 1
 )
 SELECT

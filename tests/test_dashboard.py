@@ -1317,6 +1317,40 @@ def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_pat
     )
 
 
+def test_a_later_crowded_oom_leaves_the_measured_cell_on_the_matrix(tmp_path):
+    """A cell that passed, then ran out of memory beside other processes in a later run,
+    shows its pass in the Matrix, the per-cell views and the newest-rows view; a cell
+    crowded out with nothing measured shows its oom."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    crowded = f"{CROWDED}: they held 138.0 of the device's 139.8 GiB, this process 1.8 GiB"
+    for label, rows_in in (
+        ("first", [cell("xlnet", "xlnet", "inductor", "pass", **timed(2.36, 100.0))]),
+        (
+            "second",
+            [
+                cell("xlnet", "xlnet", "inductor", "oom", notes=crowded),
+                cell("zamba2", "zamba", "inductor", "oom", notes=crowded),
+            ],
+        ),
+    ):
+        run = RunRecord(label=label, command="zoo-run", status="finished")
+        store.start_run(run)
+        store.write_results(run.run_id, rows_in)
+        store.finish_run(run.run_id, "finished", len(rows_in))
+    db = open_database(runs_dir, db_path)
+    for table in ("latest_cells", "latest_results"):
+        shown = db.con.execute(
+            f"SELECT model_id, status FROM {table} "
+            "WHERE model_id IN ('timm/xlnet', 'timm/zamba2') ORDER BY model_id"
+        ).fetchall()
+        assert shown == [("timm/xlnet", "pass"), ("timm/zamba2", "oom")], table
+    (speedup,) = db.con.execute(
+        "SELECT speedup FROM latest_cells WHERE model_id = 'timm/xlnet'"
+    ).fetchone()
+    assert speedup == pytest.approx(2.36)
+
+
 def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_path):
     """Only the cell whose notes say it reused its partner's tuning: its compile time
     leaves autotuning out, and Model detail says so with its number."""

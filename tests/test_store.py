@@ -10,7 +10,7 @@ import pytest
 
 from runner.cli.export import main
 from runner.matrix.process import start_token
-from runner.matrix.results import GraphBreak, result_columns
+from runner.matrix.results import CROWDED, GraphBreak, result_columns
 from runner.store.db import Store
 from runner.store.export import export_runs
 from runner.store.schema import (
@@ -294,6 +294,41 @@ def test_latest_by_key_picks_the_latest_row(store):
     keys = [f"missing-{i}" for i in range(10_000)] + ["a", "b", "c"]
     assert store.latest_by_key(keys) == {"a": "pass", "b": "timeout", "c": "compile_error"}
     assert store.latest_by_key([]) == {}
+
+
+def test_a_crowded_oom_never_hides_a_measured_row(store):
+    """An out-of-memory row beside other processes is the run's, not the model's: a
+    later one leaves the cell's measurement standing (it is neither rerun nor shown), an
+    earlier one gives way to what came after, and a cell crowded out every time shows
+    its newest crowding and counts as crowded (its retry is due)."""
+    crowded = f"depth cut from 54 to 18 layers; {CROWDED}: they held 138.0 of 139.8 GiB"
+    run_id = start(store)
+    store.write_results(
+        run_id,
+        [
+            make_result("measured", "pass", eager_peak_reserved_mb=4886.0),
+            make_result("recovered", "oom", notes=crowded),
+            make_result("own-oom", "oom", notes="CUDA out of memory"),
+            make_result("always", "oom", notes=crowded, error_message="first"),
+        ],
+    )
+    store.write_results(
+        run_id,
+        [
+            make_result("measured", "oom", notes=crowded),
+            make_result("recovered", "pass"),
+            make_result("own-oom", "oom", notes=crowded),
+            make_result("always", "oom", notes=crowded, error_message="second"),
+        ],
+    )
+    keys = ["measured", "recovered", "own-oom", "always"]
+    assert store.latest_by_key(keys) == dict(zip(keys, ["pass", "pass", "oom", "oom"], strict=True))
+    latest = store.latest_results(keys)
+    assert latest["own-oom"][1].notes == "CUDA out of memory"
+    assert latest["always"][1].error_message == "second"
+    assert store.crowded(keys) == {"always"}
+    peaks = store.peak_reserved_mb(["timm/resnet18"], "cpu")
+    assert peaks == {("timm/resnet18", "infer"): 4886.0}
 
 
 def test_untriaged_are_latest_failures_without_a_verdict(store):

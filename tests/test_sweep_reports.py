@@ -15,6 +15,7 @@ import pytest
 
 from runner.matrix import columns
 from runner.matrix.results import CROWDED
+from runner.store.schema import latest_row
 from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,7 +43,7 @@ def _latest(column, field: str) -> list:
         f"SELECT {field} FROM read_parquet('{RUNS}/*/results.parquet', "
         "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
         "AND dynamic = $3 AND precision = $4 AND step = $5 "
-        "QUALIFY row_number() OVER (PARTITION BY cell_key ORDER BY recorded_at DESC) = 1",
+        f"QUALIFY {latest_row()}",
         params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
     ).fetchall()
     return [value for (value,) in rows]

@@ -25,7 +25,7 @@ from runner.matrix.cells import KEY_FIELDS, cell_key
 from runner.matrix.clock import utc_now
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS, environment_id
 from runner.matrix.process import current_host, start_token
-from runner.matrix.results import CellResult, GraphBreak, result_columns
+from runner.matrix.results import CROWDED, OOM, CellResult, GraphBreak, result_columns
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
@@ -52,14 +52,26 @@ def error_text(error: BaseException) -> str:
     return str(error).split("\n\nLINE ", 1)[0].strip()
 
 
+def crowded_row(alias: str = "") -> str:
+    """The SQL condition that a results row ran out of memory beside other processes
+    (``runner.matrix.results.CROWDED`` in its notes): its neighbours' doing, not its
+    model's, so it says nothing about its cell but that this run could not measure it."""
+    prefix = f"{alias}." if alias else ""
+    crowded = CROWDED.replace("'", "''")
+    return f"({prefix}status = '{OOM}' AND contains(coalesce({prefix}notes, ''), '{crowded}'))"
+
+
 def latest_row(partition: str = "cell_key", alias: str = "") -> str:
-    """The window condition that keeps the newest row of each ``partition`` (results are
-    history: every rerun of a cell stays, and readers take the latest by recorded_at,
-    result_id breaking ties). ``alias``: the results table's alias in the query."""
+    """The window condition that keeps the row that stands for each ``partition``
+    (results are history: every rerun of a cell stays). That is its newest row by
+    recorded_at, result_id breaking ties, except that a crowded row (``crowded_row``)
+    never hides a measured one: a cell measured once and crowded out of memory in a later
+    run keeps its measurement, and a cell crowded out every time shows the newest crowding.
+    ``alias``: the results table's alias in the query."""
     prefix = f"{alias}." if alias else ""
     return (
-        f"row_number() OVER (PARTITION BY {partition} "
-        f"ORDER BY {prefix}recorded_at DESC, {prefix}result_id) = 1"
+        f"row_number() OVER (PARTITION BY {partition} ORDER BY {crowded_row(alias)}, "
+        f"{prefix}recorded_at DESC, {prefix}result_id) = 1"
     )
 
 
