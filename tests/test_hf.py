@@ -192,6 +192,23 @@ def test_depth_cut_keeps_every_kind_of_layer(name):
         recipe.model_class(config)
 
 
+def test_depth_cut_goes_deeper_where_the_model_refuses_the_fewest_layers():
+    # Zamba ties every hybrid layer's shared transformer to the first one's; with one
+    # hybrid layer (the two layers that keep both kinds) transformers raises that there
+    # is nothing to tie (a build_error for all three classes on the H200). The cut takes
+    # the fewest layers it builds with instead: two hybrid layers at eight.
+    recipe = building.recipe_for(hf_spec("ZambaModel", size="full"))
+    config, note = depth.fit_depth(recipe.model_class, recipe.config, 10**9)
+    assert config.layers_block_type.count("hybrid") >= 2
+    assert note.startswith(f"depth cut from 76 to {len(config.layers_block_type)} layers")
+    with torch.device("meta"):
+        recipe.model_class(config)
+    if depth.count_params(recipe.model_class, config) > 10**9:
+        assert note.endswith(
+            f"{len(config.layers_block_type)} layers, the fewest the model builds with"
+        )
+
+
 def test_full_build_is_cut_initialized_and_noted():
     model = hf_spec("BertModel", size="full", max_params=50 * 10**6).build()
     (note,) = model.build_notes

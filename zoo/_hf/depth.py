@@ -89,6 +89,11 @@ def _layer_counts(data: dict[str, Any]) -> list[int]:
     return counts
 
 
+# How many layers above the fewest that keep every kind a cut tries when the model refuses
+# to build there (Zamba's second hybrid layer comes at its eighth).
+MORE_LAYERS_TRIED = 8
+
+
 def count_params(model_class: type, config) -> int:
     """Parameters of ``model_class(config)``, built on the meta device (nothing allocated)."""
     with offline(), torch.device("meta"):
@@ -111,8 +116,12 @@ def fit_depth(model_class: type, config, max_params: int):
     def at_depth(layers: int):
         return edited(config, lambda d: set_depth(d, lambda n: max(1, n * layers // deepest)))
 
+    # The shallowest config the model builds from: some refuse the fewest layers that
+    # keep every kind (Zamba ties its hybrid layers to the first one, and raises when
+    # one hybrid layer has none to tie).
+    kinds = fewest
+    fewest, shallowest = _shallowest_built(model_class, at_depth, fewest, deepest)
     # Parameters grow linearly with depth: two counts give the cost of a layer.
-    shallowest = count_params(model_class, at_depth(fewest))
     per_layer = (params - shallowest) / (deepest - fewest)
     layers = fewest + int((max_params - shallowest) // per_layer) if per_layer > 0 else fewest
     layers = max(fewest, min(layers, deepest - 1))
@@ -128,11 +137,30 @@ def fit_depth(model_class: type, config, max_params: int):
         f"({human_count(params)} -> {human_count(cut_params)})"
     )
     if cut_params > max_params:
-        fewest_text = (
-            "one layer" if fewest == 1 else f"{fewest} layers, the fewest that keep every kind"
-        )
+        if fewest > kinds:
+            fewest_text = f"{fewest} layers, the fewest the model builds with"
+        elif fewest == 1:
+            fewest_text = "one layer"
+        else:
+            fewest_text = f"{fewest} layers, the fewest that keep every kind"
         note += f"; still above {limit} at {fewest_text}"
     return cut_config, note
+
+
+def _shallowest_built(
+    model_class: type, at_depth: Callable[[int], Any], fewest: int, deepest: int
+) -> tuple[int, int]:
+    """The fewest layers from ``fewest`` up (at most ``MORE_LAYERS_TRIED`` more, below
+    ``deepest``) at which ``model_class`` builds, and its parameters there; the first
+    refusal is raised where none builds (a config broken at any depth fails as fast)."""
+    first_error: Exception | None = None
+    for layers in range(fewest, min(deepest, fewest + MORE_LAYERS_TRIED + 1)):
+        try:
+            return layers, count_params(model_class, at_depth(layers))
+        except Exception as error:  # a config check raises anything
+            first_error = first_error or error
+    assert first_error is not None
+    raise first_error
 
 
 def _layer_kinds(data: dict[str, Any]) -> int:
