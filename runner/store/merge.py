@@ -3,7 +3,8 @@
 Rows are identified as everywhere else (run id, result id, environment id, result id +
 break index), so a row already in the target is skipped and merging twice changes
 nothing. Results are history: every rerun of a cell key stays, and readers take the
-latest row of a key by ``recorded_at``.
+latest row of a key by ``recorded_at`` (``runner.store.schema.latest_row``: a crowded
+``oom`` row never hides another).
 """
 
 from __future__ import annotations

@@ -152,7 +152,8 @@ def _shallowest_built(
 ) -> tuple[int, int]:
     """The fewest layers from ``fewest`` up (at most ``MORE_LAYERS_TRIED`` more, below
     ``deepest``) at which ``model_class`` builds, and its parameters there; the first
-    refusal is raised where none builds (a config broken at any depth fails as fast)."""
+    refusal is raised where none builds (a config broken at every depth costs that many
+    builds on the meta device more)."""
     first_error: Exception | None = None
     for layers in range(fewest, min(deepest, fewest + MORE_LAYERS_TRIED + 1)):
         try:
