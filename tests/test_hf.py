@@ -222,6 +222,21 @@ def test_tiny_lilt_runs_its_layout_stream(name):
     assert outputs and all(torch.isfinite(t).all() for t in outputs)
 
 
+@pytest.mark.parametrize("name", ["DPTForDepthEstimation", "DepthAnythingForDepthEstimation"])
+def test_tiny_dpt_necks_take_one_map_per_backbone_output(name):
+    # The neck reassembles one feature map per backbone output; two tiny layers leave
+    # fewer outputs than its four entries (an eager_error of 8 depth, segmentation and
+    # normal-estimation classes at size tiny), so its lists are cut to match.
+    spec = hf_spec(name)
+    model = spec.build().eval()
+    config = model.model.config
+    outputs = getattr(config, "backbone_out_indices", None) or config.backbone_config.out_indices
+    assert len(config.neck_hidden_sizes) == len(config.reassemble_factors) == len(outputs)
+    with torch.no_grad():
+        (depth, *_) = model(*spec.example_inputs(2, "cpu", None))
+    assert depth.shape[0] == 2 and torch.isfinite(depth).all()
+
+
 def test_full_build_is_cut_initialized_and_noted():
     model = hf_spec("BertModel", size="full", max_params=50 * 10**6).build()
     (note,) = model.build_notes

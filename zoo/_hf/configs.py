@@ -19,6 +19,7 @@ from zoo._hf.families import (
     FAMILY_TINY,
     HIDDEN_FIELDS,
     KV_HEAD_FIELDS,
+    NECK_LISTS,
     NO_DOWNLOAD,
     NOT_WIDTH_NAME_PARTS,
     QUERY_HEAD_FIELDS,
@@ -99,7 +100,7 @@ def tiny_config(config, model_class: type | None = None):
     walk(data, _family_settings)
     model_reads = model_class is not None and _code_reads(model_class, "mrope_section")
     walk(data, lambda d: _add_rope_sections(d) if model_reads or _type_reads(d) else None)
-    return from_dict(type(config), data)
+    return _match_neck(from_dict(type(config), data))
 
 
 def _code_reads(model_class: type, setting: str) -> bool:
@@ -223,6 +224,24 @@ def _shrink_width_aliases(data: dict[str, Any], old_widths: set[int]) -> None:
             data[key] = tiny
         elif isinstance(value, list) and value and all(is_width(v) for v in value):
             data[key] = [tiny for _ in value]
+
+
+def _match_neck(config):
+    """A DPT-style neck (DPT, Depth Anything, ZoeDepth, TIPS) reassembles one feature
+    map per backbone output, so its per-output lists (``NECK_LISTS``) are cut to the
+    outputs a shallower backbone has left (two layers keep one or two of four; the
+    backbone's config settles which only once it is made, hence on the config)."""
+    outputs = getattr(config, "backbone_out_indices", None)
+    backbone = getattr(config, "backbone_config", None)
+    if outputs is None and backbone is not None:
+        outputs = getattr(backbone, "out_indices", None)
+    necks = getattr(config, NECK_LISTS[0], None)
+    if outputs is not None and isinstance(necks, list) and 0 < len(outputs) < len(necks):
+        for key in NECK_LISTS:
+            value = getattr(config, key, None)
+            if isinstance(value, list):
+                setattr(config, key, value[: len(outputs)])
+    return config
 
 
 def _family_settings(data: dict[str, Any]) -> None:

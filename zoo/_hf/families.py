@@ -97,6 +97,8 @@ SUB_LAYER_COUNTS = ("num_kv_shared_layers", "first_k_dense_replace", "max_window
 BACKBONE_STAGE_FIELDS = ("stage_names", "out_features", "out_indices")
 LABEL_SETTINGS = ("num_labels", "num_classes", "label_names", "id2label", "label2id")
 # Tiny settings of families whose widths are tied in ways the generic rules miss.
+# Lists of a DPT-style neck with one entry per backbone output (``configs._match_neck``).
+NECK_LISTS = ("neck_hidden_sizes", "reassemble_factors")
 FAMILY_TINY: dict[str, dict[str, Any]] = {
     # Mamba heads times head size must equal expand times the hidden size.
     "mamba2": {"head_dim": 32},
