@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from runner.backends import registry
+from runner.matrix.axes import base_mode, mode_options
 from runner.steps import registry as steps
 
 _DTYPES = {"bf16": "torch.bfloat16", "fp16": "torch.float16"}
@@ -110,7 +111,7 @@ def _build_lines(cell: Mapping, device: str, batch: int, training: bool) -> list
 
 def _compile_lines(cell: Mapping, entry: registry.BackendEntry, autocast: str) -> list[str]:
     mode = cell["mode"]
-    base, options = registry.base_mode(mode), registry.mode_options(mode)
+    base, options = base_mode(mode), mode_options(mode)
     dynamic = cell["dynamic"] != "false"
     lines = []
     if options:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from runner.backends import registry as backends
-from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES
+from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES, base_mode
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import CROWDED, OOM, RETRY_STATUSES, CellResult
 from runner.measure import tuning
@@ -132,7 +132,7 @@ def spec_for_cell(spec: ModelSpec, options: PlanOptions) -> ModelSpec:
 
 
 def default_timeout_s(config: CellConfig) -> float:
-    autotunes = backends.base_mode(config.mode) in AUTOTUNE_MODES
+    autotunes = base_mode(config.mode) in AUTOTUNE_MODES
     return AUTOTUNE_TIMEOUT_S if autotunes else DEFAULT_TIMEOUT_S
 
 

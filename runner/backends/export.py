@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from runner.backends.base import Backend, Compiled
-from runner.backends.registry import base_mode
+from runner.matrix.axes import base_mode
 from runner.matrix.phases import AOT_COMPILE, COMPILE, EXPORT, LOAD_PACKAGE, RUN_EXPORTED
 from runner.measure.context import CellContext
 from runner.measure.failure import signature

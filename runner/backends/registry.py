@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from runner.matrix.axes import MODES, NO_MODE, PRECISION_CANNOT_RUN
+from runner.matrix.axes import MODE_OPTION, MODES, NO_MODE, PRECISION_CANNOT_RUN, base_mode
 from runner.matrix.cells import CellConfig
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.plugins import resolve
@@ -22,8 +22,6 @@ from runner.steps.registry import INFER, TRAIN
 from runner.steps.registry import base as step_base
 
 ANY_MODE = "*"
-# Joins a mode and its options (``default+freezing+cpp_wrapper``).
-MODE_OPTION = "+"
 # Inductor configs a user can ask for beside a mode (torch._inductor.config): weights
 # folded into the graph as constants (inference), and C++ instead of Python wrapper code.
 INDUCTOR_OPTIONS = ("freezing", "cpp_wrapper")
@@ -279,16 +277,6 @@ BACKENDS: dict[str, BackendEntry] = {
         ),
     )
 }
-
-
-def base_mode(mode: str) -> str:
-    """A mode without its options: ``max-autotune+freezing`` -> ``max-autotune``."""
-    return mode.split(MODE_OPTION)[0]
-
-
-def mode_options(mode: str) -> tuple[str, ...]:
-    """The options a mode carries: ``default+freezing`` -> ("freezing",)."""
-    return tuple(mode.split(MODE_OPTION)[1:])
 
 
 def replays_cuda_graphs(backend: str, mode: str) -> bool:

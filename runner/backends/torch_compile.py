@@ -15,9 +15,8 @@ from torch._dynamo.exc import Unsupported
 from torch._dynamo.utils import clear_compilation_metrics, counters, get_compilation_metrics
 
 from runner.backends.base import Backend, Compiled
-from runner.backends.registry import base_mode, mode_options
 from runner.matrix import break_types
-from runner.matrix.axes import NO_MODE
+from runner.matrix.axes import NO_MODE, base_mode, mode_options
 from runner.matrix.phases import BREAKS, COMPILE
 from runner.matrix.results import GraphBreak
 from runner.matrix.text import truncate

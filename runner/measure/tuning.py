@@ -42,14 +42,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from runner.matrix.axes import AUTOTUNE_MODES
+from runner.matrix.axes import AUTOTUNE_MODES, MODE_OPTION, base_mode, mode_options
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.results import TUNING_REUSED
 from runner.measure.host import SCRATCH_DIR_ENV
 
 COLD_TUNING_ENV = "ZOO_COLD_TUNING"
-# How a mode carries its options (``runner.backends.registry.MODE_OPTION``, a layer above).
-MODE_OPTION = "+"
 # The backends whose modes tune through Inductor's caches, and share between modes.
 SHARING_BACKENDS = ("inductor",)
 _FOLDER = "tuning"
@@ -64,9 +62,7 @@ def enabled(environ: dict[str, str] | os._Environ = os.environ) -> bool:
 
 def tunes(config: CellConfig) -> bool:
     """Whether cells of ``config`` autotune through Inductor's caches, and share."""
-    return (
-        config.backend in SHARING_BACKENDS and config.mode.split(MODE_OPTION)[0] in AUTOTUNE_MODES
-    )
+    return config.backend in SHARING_BACKENDS and base_mode(config.mode) in AUTOTUNE_MODES
 
 
 def shared_column(config: CellConfig) -> CellConfig:
@@ -74,7 +70,7 @@ def shared_column(config: CellConfig) -> CellConfig:
     options) as one; any other column as itself."""
     if not tunes(config):
         return config
-    return replace(config, mode=MODE_OPTION.join(["*", *config.mode.split(MODE_OPTION)[1:]]))
+    return replace(config, mode=MODE_OPTION.join(["*", *mode_options(config.mode)]))
 
 
 def share_key(cell: Cell) -> str | None:

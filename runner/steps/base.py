@@ -49,6 +49,16 @@ class Step(ABC):
         return []
 
 
+def eager_draws() -> contextlib.AbstractContextManager[Any]:
+    """Inductor draws random numbers as eager draws them (``fallback_random``): with
+    every side's call started from one seed, dropout masks (training) and random
+    masking or noise (ViTMAE, VITS in eval mode) are the same draw on both sides of the
+    accuracy check. A program that draws nothing compiles to the same code either way."""
+    import torch._inductor.config as inductor_config
+
+    return inductor_config.patch(fallback_random=True)
+
+
 # A program may say which of its parts a compiler compiles (a training step: its model
 # and loss, not its backward call or, unless asked, its optimizer); a plain module is
 # compiled whole. Backends that compile a program call these.

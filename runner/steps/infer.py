@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from runner.measure.tensors import flatten_tensors
-from runner.steps.base import Step
+from runner.steps.base import Step, eager_draws
 from runner.steps.registry import INFER
 
 
@@ -41,7 +41,5 @@ class Infer(Step):
 @contextlib.contextmanager
 def _inference_state() -> Iterator[None]:
     """Gradients off, and Inductor's random numbers drawn as eager draws them."""
-    import torch._inductor.config as inductor_config
-
-    with torch.no_grad(), inductor_config.patch(fallback_random=True):
+    with torch.no_grad(), eager_draws():
         yield

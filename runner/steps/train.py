@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from runner.measure.tensors import flatten_tensors
-from runner.steps.base import Step
+from runner.steps.base import Step, eager_draws
 from runner.steps.registry import TRAIN, options
 
 LEARNING_RATE = 1e-4
@@ -96,9 +96,7 @@ class Train(Step):
 def _training_state() -> Iterator[None]:
     """Gradients on, and Inductor's random numbers drawn as eager draws them, so that a
     dropout mask is the same on both sides of the accuracy check."""
-    import torch._inductor.config as inductor_config
-
-    with torch.enable_grad(), inductor_config.patch(fallback_random=True):
+    with torch.enable_grad(), eager_draws():
         yield
 
 
