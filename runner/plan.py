@@ -215,6 +215,7 @@ def skip_recorded(
     disturbed: Collection[str] = (),
     timed_out: Mapping[str, float | None] | None = None,
     crowded: Collection[str] = (),
+    crashed_alike: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -228,6 +229,8 @@ def skip_recorded(
     ``triage_only`` names the untriaged cells rerun for no other reason. ``crowded``:
     keys whose recorded row ran out of memory beside other processes; retried, they are
     crowded retries (the executor runs them alone, once nothing else is left to start).
+    ``crashed_alike``: keys whose process died the same way in their last two attempts
+    (``Store.crashed_alike``), which ``retry_failed`` does not rerun.
     """
     if force:
         return plan
@@ -235,7 +238,12 @@ def skip_recorded(
     for cell in plan.cells:
         status = recorded.get(cell.key)
         triage = cell.key in untriaged and backends.get(cell.config.backend).ladder
-        retry = retry_failed and status in RETRY_STATUSES and _more_time(cell, timed_out or {})
+        retry = (
+            retry_failed
+            and status in RETRY_STATUSES
+            and _more_time(cell, timed_out or {})
+            and cell.key not in crashed_alike
+        )
         measure = cell.key in disturbed or retry
         if status is None or triage or measure:
             todo.append(cell.crowded_retry() if retry and cell.key in crowded else cell)

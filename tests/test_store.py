@@ -331,6 +331,26 @@ def test_a_crowded_oom_never_hides_a_measured_row(store):
     assert peaks == {("timm/resnet18", "infer"): 4886.0}
 
 
+def test_crashed_alike_is_two_newest_crashes_in_one_phase(store):
+    """A cell whose process died twice running in the same phase is left to --force; a
+    crash after a pass, two crashes in different phases, or one crash are retried."""
+
+    def crash(key, phase):
+        return make_result(key, "crash", error_phase=phase)
+
+    run_id = start(store)
+    first = [crash("twice", "accuracy"), crash("phases", "compile"), make_result("healed")]
+    first += [crash("once", "compile"), crash("old", "compile"), crash("no-phase", None)]
+    store.write_results(run_id, first)
+    second = [crash("twice", "accuracy"), crash("phases", "accuracy")]
+    second += [crash("healed", "compile"), crash("old", "compile"), crash("no-phase", None)]
+    store.write_results(run_id, second)
+    store.write_results(run_id, [crash("twice", "accuracy"), make_result("old", "pass")])
+    keys = ["twice", "phases", "healed", "once", "old", "no-phase", "missing"]
+    assert store.crashed_alike(keys) == {"twice", "no-phase"}
+    assert store.crashed_alike([]) == set()
+
+
 def test_untriaged_are_latest_failures_without_a_verdict(store):
     run_id = start(store)
     judged = make_result("b", "compile_error")

@@ -305,8 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--retry-failed",
         action="store_true",
-        help="rerun recorded cells whose status is crash or oom, and timeout where this "
-        "run gives the cell more time than it ran (--timeout)",
+        help="rerun recorded cells whose status is oom, crash (not one that crashed in the "
+        "same phase twice running: --force reruns it), and timeout where this run gives "
+        "the cell more time than it ran (--timeout)",
     )
     run.add_argument(
         "--retry-disturbed",
@@ -567,6 +568,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
         timed_out = store.timed_out(keys) if args.retry_failed else {}
+        crashed = store.crashed_alike(keys) if args.retry_failed else set()
         plan = skip_recorded(
             plan,
             recorded,
@@ -576,6 +578,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             disturbed=disturbed,
             timed_out=timed_out,
             crowded=store.crowded(keys) if args.retry_failed else (),
+            crashed_alike=crashed,
         )
         kept = [cell for cell in plan.skipped if cell.key in timed_out]
         if kept and not args.force:
@@ -584,6 +587,11 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
                 f"not rerunning {len(kept)} recorded timeout(s) (--retry-failed): each had "
                 f"no more time than this run gives it (they ran up to {ran:.0f} s); a "
                 "--timeout above that reruns them"
+            )
+        if crashed and not args.force:
+            console.print(
+                f"not rerunning {len(crashed)} recorded crash(es) (--retry-failed): each "
+                "died in the same phase in its last two attempts; --force reruns them"
             )
         if disturbed and not args.force:
             console.print(
@@ -610,8 +618,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if plan.skipped:
         console.print(
             f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
-            "(--force reruns them; --retry-failed reruns crash and oom, and timeouts given "
-            "more --timeout)"
+            "(--force reruns them; --retry-failed reruns oom, crash unless it crashed alike "
+            "twice, and timeouts given more --timeout)"
         )
     if args.dry_run:
         if cluster is not None:

@@ -23,6 +23,7 @@ import duckdb
 from runner.matrix.clock import utc_naive, utc_now
 from runner.matrix.process import alive
 from runner.matrix.results import (
+    CRASH,
     CROWDED,
     OOM,
     STATUSES,
@@ -395,6 +396,25 @@ class Store:
             for key, status, wall_s in self._latest(cell_keys, "status, wall_s")
             if status == TIMEOUT
         }
+
+    def crashed_alike(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose two newest rows are both a ``crash`` in the same phase: a
+        process that died the same way twice (on the H200, DepthProModel was killed in its
+        accuracy check in runs 246831d2 and 6da265a4, then a fourth attempt took a
+        crowded retry run's first 2.5 minutes) most likely dies so again, and
+        ``--retry-failed`` leaves it to ``--force``."""
+        if not cell_keys:
+            return set()
+        with self.connection(read_only=True) as con:
+            rows = con.execute(
+                "SELECT cell_key FROM (SELECT cell_key, status, error_phase, row_number() "
+                "OVER (PARTITION BY cell_key ORDER BY recorded_at DESC, result_id) AS n "
+                "FROM results WHERE cell_key IN (SELECT unnest(?::VARCHAR[]))) "
+                "WHERE n <= 2 GROUP BY cell_key HAVING count(*) = 2 "
+                "AND bool_and(status = ?) AND count(DISTINCT coalesce(error_phase, '')) = 1",
+                [list(cell_keys), CRASH],
+            ).fetchall()
+        return {key for (key,) in rows}
 
     def crowded(self, cell_keys: list[str]) -> set[str]:
         """The keys whose latest row ran out of memory beside other processes

@@ -137,8 +137,16 @@ def test_a_crash_a_hang_an_oom_and_failures_in_one_sweep_each_become_a_row(tmp_p
     assert main(args) == 0
     assert len(rows(db)) == 6
     retry = ["--module", f"{MISBEHAVING}:SegfaultWhenCompiled", "--backends", "eager"]
+    retry += ["--batch-size", "1", "--timeout", "15"]  # the same cell as above
     assert main([*retry, "--device", "cpu", "--db", str(db), "--retry-failed"]) == 0
     assert len(rows(db)) == 7
+    # Crashed in compile twice running: --retry-failed leaves it, --force reruns it.
+    capsys.readouterr()
+    assert main([*retry, "--device", "cpu", "--db", str(db), "--retry-failed"]) == 0
+    assert "not rerunning 1 recorded crash(es) (--retry-failed)" in capsys.readouterr().err
+    assert len(rows(db)) == 7
+    assert main([*retry, "--device", "cpu", "--db", str(db), "--force"]) == 0
+    assert [r["status"] for r in rows(db)].count("crash") == 3
 
 
 def test_two_writers_and_a_reader_on_one_database(tmp_path):
