@@ -20,7 +20,9 @@ its timing plan gives its calls instead, except in a max-autotune column, which 
 unpriced until one of its cells recorded its holds (a timing plan misses the autotuning
 that holds the GPU alone for most of such a cell). An estimate from what was measured, no more: a
 config with few recorded cells, or cells of lighter models than the ones left, reads
-low; the chunks' tails are in the parallelism.
+low; the chunks' tails are in the parallelism. Its track record follows it: the same
+rule priced over each finished chunk of the source label with ``HINDCAST_CELLS`` cells or
+more (their own cells' walls and GPU-alone seconds), against the minutes the chunk took.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ from zoo.catalog import select  # noqa: E402
 # Inductor modes whose compile autotunes kernels at length (holding the GPU alone): a
 # column of them is priced only by cells that recorded those holds.
 TUNED_MODES = ("max-autotune", "max-autotune-no-cudagraphs")
+# The fewest cells a chunk needs for its hindcast (fewer: a few cells of one slow model,
+# or a chunk spent on retries alone, say nothing about the rule).
+HINDCAST_CELLS = 40
 
 
 def main() -> int:
@@ -98,7 +103,10 @@ def main() -> int:
             minutes = f"{seconds / 60:.1f}" if seconds else "-"
             print(f"| {run_id[:8]} | {started:%Y-%m-%d %H:%M} | {cells} | {minutes} | {rate} |")
     left = {column: len(specs) - len(found[column]) for column in sets}
-    _print_left(left, walls, *_parallelism(con, args.label, chunks))
+    parallel, source = _parallelism(con, args.label, chunks)
+    _print_left(left, walls, parallel, source)
+    if parallel is not None:
+        _print_hindcast(con, source, parallel)
     return 0
 
 
@@ -110,6 +118,41 @@ def _timed_s(pair_ms: float | None) -> float:
     plan = TIMING_PLANS["cuda"]
     pair_s = pair_ms / 1000
     return min(plan.max_pairs * pair_s, max(plan.budget_s, plan.min_pairs * pair_s))
+
+
+def _cell_s(wall_s: float, alone_s: float | None, pair_ms: float | None, parallel: float) -> float:
+    """A cell's share of a chunk's device time by the estimate's rule: its wall seconds
+    over the parallelism, or the seconds it held the GPU alone where more."""
+    alone = alone_s if alone_s is not None else _timed_s(pair_ms)
+    return max(wall_s / parallel, alone)
+
+
+def _print_hindcast(con, label: str, parallel: float) -> None:
+    """The rule priced over the finished chunks of ``label`` (``HINDCAST_CELLS`` cells or
+    more) against the minutes each took: how far to trust the table above."""
+    ratios = []
+    for run_id, _, _, cells, seconds, _ in _chunks(con, label):
+        if not seconds or cells < HINDCAST_CELLS:
+            continue
+        rows = con.execute(
+            "SELECT wall_s, gpu_timing_s + gpu_tuning_s, eager_ms + compiled_ms FROM results "
+            "WHERE run_id = ? AND wall_s > 0",
+            [run_id],
+        ).fetchall()
+        priced = sum(_cell_s(wall, alone, pair, parallel) for wall, alone, pair in rows)
+        if priced > 0:
+            ratios.append(seconds / priced)
+    if not ratios:
+        print(f"\nNo finished {label} chunk of {HINDCAST_CELLS} cells or more to check it on.")
+        return
+    ratios.sort()
+    middle = len(ratios) // 2
+    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
+    print(
+        f"\nHindcast: priced by the same rule from their own cells, the {len(ratios)} "
+        f"finished {label} chunks of {HINDCAST_CELLS} cells or more took a median "
+        f"{median:.2f} of the priced time ({ratios[0]:.2f}-{ratios[-1]:.2f})."
+    )
 
 
 def _chunks(con, label: str) -> list[tuple]:

@@ -125,6 +125,29 @@ def test_time_left_counts_the_cells_left_and_prices_them_from_the_shipped_walls(
     assert f"and {unpriced} cells of configs not priced" in rows["all"][-1]
 
 
+def test_the_hindcast_checks_the_rule_on_the_label_s_large_finished_chunks():
+    """The estimate's track record: one ratio per finished chunk of the source label
+    with enough cells, the chunk's minutes over the rule's price of its own cells."""
+    out = _script("sweep_progress.py", "--models", "@core", "--configs", "@core")
+    source = re.search(r"from the (\S+) chunks", out)[1]
+    found = re.search(
+        rf"the (\d+) finished {source} chunks of (\d+) cells or more took a median "
+        r"(\d+\.\d+) of the priced time \((\d+\.\d+)-(\d+\.\d+)\)",
+        out,
+    )
+    assert found, out[-400:]
+    count, least, median, low, high = found.groups()
+    ((expected,),) = duckdb.sql(
+        f"SELECT count(*) FROM read_parquet('{RUNS}/*/runs.parquet', union_by_name=true) u "
+        f"WHERE label = $1 AND finished_at IS NOT NULL AND finished_at > started_at AND "
+        f"(SELECT count(*) FROM read_parquet('{RUNS}/*/results.parquet', union_by_name=true) "
+        "r WHERE r.run_id = u.run_id) >= $2",
+        params=[source, int(least)],
+    ).fetchall()
+    assert int(count) == expected > 0
+    assert 0 < float(low) <= float(median) <= float(high)
+
+
 def test_accuracy_margins_are_past_the_bound_and_in_order():
     out = _script("zoo_report.py")
     section = out.split("## How far past the accuracy bound", 1)[1].split("\n## ", 1)[0]
