@@ -377,6 +377,33 @@ def test_default_configs_that_do_not_run_get_their_released_settings():
         run_eager(hf_spec(name))
 
 
+def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
+    """Ministral's, HunYuan's, Nemotron's, ESM's and dots.llm1's defaults leave a size
+    their model reads None (a head width, the key/value heads, the vocabulary, the
+    experts): transformers' own default builds fail, and were the H200's `build_error`
+    rows. The zoo's full-size config sets the released checkpoint's value, and builds
+    (on the meta device, as the depth cut counts parameters)."""
+    from zoo._hf.depth import count_params
+
+    unset = [
+        ("MinistralModel", "head_dim"),
+        ("HunYuanDenseV1Model", "head_dim"),
+        ("HunYuanMoEV1ForCausalLM", "head_dim"),
+        ("NemotronForSequenceClassification", "num_key_value_heads"),
+        ("EsmForMaskedLM", "vocab_size"),
+        ("Dots1Model", "n_routed_experts"),
+    ]
+    for name, setting in unset:
+        spec = hf_spec(name, size="full")
+        recipe = building.recipe_for(spec)
+        assert getattr(recipe.model_class.config_class(), setting) is None, name
+        assert getattr(recipe.config, setting) > 0, name
+        assert count_params(recipe.model_class, recipe.config) > 0, name
+    # ESM-2's mask token is its vocabulary's last.
+    esm = building.recipe_for(hf_spec("EsmForMaskedLM", size="full")).config
+    assert esm.mask_token_id == esm.vocab_size - 1 == 32
+
+
 def test_input_shapes_read_from_what_the_model_is():
     """Full-size inputs that were the zoo's eager_errors on the H200, read now from what
     the config implies: the image size of a wrapped timm model, DepthPro's smallest

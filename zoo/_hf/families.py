@@ -169,6 +169,20 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # (the default leaves the count unset) of 1,408 wide (the default's 1,407 rows are
     # no multiple of 16 bytes, which grouped matrix products need).
     "deepseek_v2": {"num_experts_per_tok": 6, "moe_intermediate_size": 1408},
+    # Defaults that leave a size the model reads unset (None), each built on the H200 as
+    # a `build_error` until 2026-12-04; the released checkpoints' values. Ministral-8B's,
+    # Hunyuan-7B's and Hunyuan-A13B's heads are 128 wide (4,096 over 32 heads), which
+    # their attention does not derive. (HunYuan-VL's text model lacks more: its default
+    # leaves the rotary sections unset too.)
+    "ministral": {"head_dim": 128},
+    "hunyuan_v1_dense": {"head_dim": 128},
+    "hunyuan_v1_moe": {"head_dim": 128},
+    # Nemotron-4-15B, whose sizes the default has, shares keys and values among 8 heads.
+    "nemotron": {"num_key_value_heads": 8},
+    # ESM-2's vocabulary: 33 tokens, padding 1, mask 32 (the default sets none).
+    "esm": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32},
+    # dots.llm1 routes each token to 6 of 128 experts, beside 2 shared ones.
+    "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
 # one per query (and per frame of a video): which setting names the placeholder, and
