@@ -399,6 +399,10 @@ def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
         assert getattr(recipe.model_class.config_class(), setting) is None, name
         assert getattr(recipe.config, setting) > 0, name
         assert count_params(recipe.model_class, recipe.config) > 0, name
+    # A CTC head's vocabulary, and the timm model TimmBackbone wraps.
+    for name in ("Wav2Vec2BertForCTC", "Wav2Vec2ConformerForCTC", "TimmBackbone"):
+        recipe = building.recipe_for(hf_spec(name, size="full"))
+        assert count_params(recipe.model_class, recipe.config) > 0, name
     # ESM-2's mask token is its vocabulary's last.
     esm = building.recipe_for(hf_spec("EsmForMaskedLM", size="full")).config
     assert esm.mask_token_id == esm.vocab_size - 1 == 32

@@ -183,6 +183,12 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     "esm": {"vocab_size": 33, "pad_token_id": 1, "mask_token_id": 32},
     # dots.llm1 routes each token to 6 of 128 experts, beside 2 shared ones.
     "dots1": {"n_routed_experts": 128, "num_experts_per_tok": 6, "n_shared_experts": 2},
+    # A CTC head needs a vocabulary: Wav2Vec2's default and its 960-hour fine-tunes' 32.
+    "wav2vec2-bert": {"vocab_size": 32},
+    "wav2vec2-conformer": {"vocab_size": 32},
+    # TimmBackbone wraps a timm model it names; the default names none. ResNet-50, as in
+    # the backbone's own documentation (built without weights: NO_DOWNLOAD).
+    "timm_backbone": {"backbone": "resnet50"},
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
 # one per query (and per frame of a video): which setting names the placeholder, and
