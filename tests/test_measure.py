@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -279,6 +280,24 @@ def test_summarize_reason_keeps_type_and_explanation():
 
 
 # -- passing cells -------------------------------------------------------------------
+
+
+class SlowOutsideCompile(Mlp):
+    """Slower in eager than anything compiled: dynamo traces past the sleep."""
+
+    def forward(self, x):
+        if not torch.compiler.is_compiling():
+            time.sleep(1.0)
+        return super().forward(x)
+
+
+def test_compile_time_is_never_below_zero():
+    """compile_s is the first compiled call less one eager call: where the eager call
+    is the longer (little to compile, a busy host), it is 0, not negative."""
+    result = measure(SlowOutsideCompile())
+    assert result.status == "pass", result.error_message
+    assert result.compile_s == 0.0
+    assert result.eager_ms > 900 and result.compiled_ms < 100
 
 
 @pytest.mark.parametrize(("backend", "precision"), [("eager", "fp32"), ("aot_eager", "bf16")])

@@ -73,9 +73,12 @@ class TorchCompile(Backend):
         compiled_module = CompiledModule(
             self.ctx, subject, program, compiled, uses_cudagraphs, outputs
         )
-        # The first call compiled and ran once: its compiling is the rest.
+        # The first call compiled and ran once: its compiling is the rest. Never below
+        # zero (as second_call's): with little to compile (the eager backend on a small
+        # graph) a busy host can make the one eager call the longer, and a negative
+        # compile time means nothing (TimmBackbone, CPU, beside another worker: -0.7 s).
         assert compiled_module.first_call_s is not None
-        compiled_module.compile_s = compiled_module.first_call_s - eager_once_s
+        compiled_module.compile_s = max(0.0, compiled_module.first_call_s - eager_once_s)
         return compiled_module
 
 
