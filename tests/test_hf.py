@@ -403,6 +403,11 @@ def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
     for name in ("Wav2Vec2BertForCTC", "Wav2Vec2ConformerForCTC", "TimmBackbone"):
         recipe = building.recipe_for(hf_spec(name, size="full"))
         assert count_params(recipe.model_class, recipe.config) > 0, name
+    # Aya Vision's default tower has 14 heads for its 1,152 width.
+    aya = building.recipe_for(hf_spec("AyaVisionModel", size="full"))
+    vision = aya.config.vision_config
+    assert vision.hidden_size % vision.num_attention_heads == 0
+    assert count_params(aya.model_class, aya.config) > 0
     # ESM-2's mask token is its vocabulary's last.
     esm = building.recipe_for(hf_spec("EsmForMaskedLM", size="full")).config
     assert esm.mask_token_id == esm.vocab_size - 1 == 32

@@ -189,6 +189,9 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # TimmBackbone wraps a timm model it names; the default names none. ResNet-50, as in
     # the backbone's own documentation (built without weights: NO_DOWNLOAD).
     "timm_backbone": {"backbone": "resnet50"},
+    # Aya Vision's tower is SigLIP so400m (1,152 wide, 16 heads); the default's 14 heads
+    # do not divide its width.
+    "aya_vision": {"vision_config": {"num_attention_heads": 16}},
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
 # one per query (and per frame of a video): which setting names the placeholder, and
