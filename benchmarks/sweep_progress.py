@@ -28,6 +28,7 @@ more (their own cells' walls and GPU-alone seconds), against the minutes the chu
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -80,8 +81,7 @@ def main() -> int:
         if model_id in suite_of:
             found[column].setdefault(model_id, status)
         if wall_s is not None and wall_s > 0:
-            alone = alone_s if alone_s is not None else _timed_s(pair_ms)
-            walls[column].append((wall_s, alone, alone_s is not None))
+            walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
     print("| config | suite | recorded / planned | " + " | ".join(STATUSES) + " |")
@@ -120,11 +120,16 @@ def _timed_s(pair_ms: float | None) -> float:
     return min(plan.max_pairs * pair_s, max(plan.budget_s, plan.min_pairs * pair_s))
 
 
-def _cell_s(wall_s: float, alone_s: float | None, pair_ms: float | None, parallel: float) -> float:
-    """A cell's share of a chunk's device time by the estimate's rule: its wall seconds
-    over the parallelism, or the seconds it held the GPU alone where more."""
-    alone = alone_s if alone_s is not None else _timed_s(pair_ms)
-    return max(wall_s / parallel, alone)
+def _alone_s(recorded_s: float | None, pair_ms: float | None) -> float:
+    """The seconds a cell held the GPU alone: recorded, or what its timing plan gives
+    its calls (rows from before the GPU-seconds columns)."""
+    return recorded_s if recorded_s is not None else _timed_s(pair_ms)
+
+
+def _priced_s(wall_s: float, alone_s: float, parallel: float) -> float:
+    """The estimate's rule: a cell's wall seconds over the parallelism, or the seconds
+    it held the GPU alone where more."""
+    return max(wall_s / parallel, alone_s)
 
 
 def _print_hindcast(con, label: str, parallel: float) -> None:
@@ -139,19 +144,17 @@ def _print_hindcast(con, label: str, parallel: float) -> None:
             "WHERE run_id = ? AND wall_s > 0",
             [run_id],
         ).fetchall()
-        priced = sum(_cell_s(wall, alone, pair, parallel) for wall, alone, pair in rows)
+        priced = sum(_priced_s(wall, _alone_s(alone, pair), parallel) for wall, alone, pair in rows)
         if priced > 0:
             ratios.append(seconds / priced)
     if not ratios:
         print(f"\nNo finished {label} chunk of {HINDCAST_CELLS} cells or more to check it on.")
         return
-    ratios.sort()
-    middle = len(ratios) // 2
-    median = ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
     print(
         f"\nHindcast: priced by the same rule from their own cells, the {len(ratios)} "
         f"finished {label} chunks of {HINDCAST_CELLS} cells or more took a median "
-        f"{median:.2f} of the priced time ({ratios[0]:.2f}-{ratios[-1]:.2f})."
+        f"{statistics.median(ratios):.2f} of the priced time "
+        f"({min(ratios):.2f}-{max(ratios):.2f})."
     )
 
 
@@ -215,7 +218,7 @@ def _print_left(
             print(f"| {column.label()} | {cells} | {mean:.0f} ({len(seen)}) | not recorded | - |")
             continue
         timed = sum(timed for _, timed, _ in seen) / len(seen)
-        hours = cells * max(mean / parallel, timed) / 3600
+        hours = cells * _priced_s(mean, timed, parallel) / 3600
         total += hours
         print(
             f"| {column.label()} | {cells} | {mean:.0f} ({len(seen)}) | {timed:.1f} | {hours:.1f} |"

@@ -378,11 +378,13 @@ def test_default_configs_that_do_not_run_get_their_released_settings():
 
 
 def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
-    """Ministral's, HunYuan's, Nemotron's, ESM's and dots.llm1's defaults leave a size
-    their model reads None (a head width, the key/value heads, the vocabulary, the
-    experts): transformers' own default builds fail, and were the H200's `build_error`
-    rows. The zoo's full-size config sets the released checkpoint's value, and builds
-    (on the meta device, as the depth cut counts parameters)."""
+    """Ministral's, HunYuan's, Nemotron's, ESM's, dots.llm1's, two CTC heads' and
+    TimmBackbone's defaults leave a setting their model reads None (a head width, the
+    key/value heads, the vocabulary, the experts, the timm model), and Aya Vision's
+    gives its tower a head count that does not divide its width: transformers' own
+    default builds fail, and were the H200's `build_error` rows. The zoo's full-size
+    config sets the released checkpoint's value, and builds (on the meta device, as the
+    depth cut counts parameters)."""
     from zoo._hf.depth import count_params
 
     unset = [
