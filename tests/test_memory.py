@@ -174,3 +174,74 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
     kin = replace(cuda[1], spec=resnet50)
     plan = _with_expected_memory(Plan(cells=[kin]), store, "cuda")
     assert plan.cells[0].extra[EXPECTED_GIB] == expected_gib(10_240) == 13.5
+
+
+def test_a_first_crowded_retry_shares_its_gpu_with_room_kept_and_known_neighbours():
+    """A crowded retry's own need is unknown (it ran out before its peak): it is
+    expected to take at least a third of what the GPU fills, and it shares the GPU only
+    with cells whose needs were recorded. Its second retry, or any where the GPU's
+    memory is unknown, runs alone."""
+    budget = MemoryBudget(30.0)  # 27 GiB to fill: a retry takes at least 9
+    known, unknown = _cell("SlowMLP", gib=6.0), _cell("TinyMLP", "aot_eager")
+    retry = _cell("CoreRecorder", gib=2.0).crowded_retry()
+    assert budget.need(retry) == 9.0
+    assert budget.need(replace(retry, extra={**retry.extra, EXPECTED_GIB: 12.0})) == 12.0
+    assert budget.fits(retry, [known]) and budget.fits(known, [retry])
+    # Room for the retry is kept: 6 + 9 + 13 > 27.
+    assert not budget.fits(_cell("SlowMLP", "aot_eager", 13.0), [known, retry])
+    # A neighbour of unknown need, however small this run's median says it is.
+    assert budget.need(unknown) == 0.0
+    assert not budget.fits(retry, [unknown]) and not budget.fits(unknown, [retry])
+    assert budget.fits(retry, [])  # an idle GPU
+    assert not budget.alone(retry) and budget.alone(retry.crowded_retry())
+    assert not budget.alone(known)
+    assert MemoryBudget(None).alone(retry)
+
+
+def test_the_feed_keeps_room_for_a_crowded_retry_waiting_to_share(tmp_path):
+    """A crowded retry that does not fit beside the cells under way waits; cells of the
+    feed start meanwhile only where they leave it room, or it would wait for ever."""
+    from collections import deque
+
+    executor = Executor(tmp_path, workers=3, memory_gib=30.0)  # 27 to fill
+    beside = [_cell("SlowMLP", gib=15.0)]
+    waiting = _cell("CoreRecorder", gib=2.0).crowded_retry()  # needs 9: 15 + 9 + 5 > 27
+    small = _cell("TinyMLP", gib=5.0)
+    assert executor._take_fitting(Deferring(_ListFeed([small])), beside, [], deque()) is small
+    feed = Deferring(_ListFeed([small]))
+    assert executor._take_fitting(feed, beside, [], deque([waiting])) is None
+    assert feed.peek() is small
+
+
+def test_a_crowded_retry_shares_the_gpu_at_once_and_its_second_runs_alone(tmp_path):
+    """Real workers on a 30 GiB device whose cells' needs are known: the first retry
+    of a cell that ran out of memory beside others starts at once, before the feed's
+    next cell (alone, it waited for the feed to end); out of memory again, its second
+    retry runs alone, last."""
+    slow = _cell("SlowMLP", gib=6.0)
+    oom = replace(_cell("OutOfMemoryAbove2", gib=2.0), batch_size=8)
+    later = _cell("TinyMLP", gib=2.0)
+    events: list[tuple[str, str]] = []
+    results: list = []
+
+    def recorded(result) -> None:
+        results.append(result)
+        events.append(("end", result.cell_key))
+
+    def crowded_twice(cell: Cell, result) -> Cell | None:
+        # On the CPU nothing is crowded: every out-of-memory stands for a crowded one.
+        return cell.crowded_retry() if result.status == "oom" and cell.crowded_retries < 2 else None
+
+    Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks", memory_gib=30.0).run(
+        [slow, oom, later],
+        recorded,
+        on_start=lambda cell: events.append(("start", cell.key)),
+        retry=crowded_twice,
+    )
+    starts = [key for what, key in events if what == "start"]
+    assert starts == [slow.key, oom.key, oom.key, later.key, oom.key]
+    assert events[-2:] == [("start", oom.key), ("end", oom.key)]
+    by_key = {result.cell_key: result for result in results}
+    assert by_key[slow.key].status == by_key[later.key].status == "pass"
+    assert by_key[oom.key].status == "oom"
+    assert by_key[oom.key].notes.count("an attempt at batch 8 ended oom") == 2

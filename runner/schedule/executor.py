@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -526,14 +526,20 @@ class Executor:
                             feed, self._feed_deadline(deadline, again, run_started)
                         )
                         beside = self._running_on(self._gpu_of(index), slots)
-                        if any(cell.crowded_retries for cell in beside):
-                            # A crowded retry has this GPU to itself.
+                        if any(self.memory.alone(cell) for cell in beside):
+                            # A crowded retry run alone has this GPU to itself.
                             continue
                         feed_done = past_deadline or feed.exhausted()
-                        ready = _ready(again, gpu_busy=bool(beside), feed_done=feed_done)
+                        ready = _ready(
+                            again,
+                            beside,
+                            feed_done=feed_done,
+                            alone=self.memory.alone,
+                            fits=lambda cell, beside=beside: self.memory.fits(cell, beside),
+                        )
                         if ready is None and again and feed_done:
-                            # A crowded retry waits for a GPU to empty: nothing new
-                            # starts meanwhile.
+                            # A crowded retry waits for a GPU to empty, or for room:
+                            # nothing new starts meanwhile.
                             continue
                         if (
                             ready is not None
@@ -565,12 +571,12 @@ class Executor:
                             cell = _take(again, ready)
                         elif (
                             past_deadline
-                            or (cell := self._take_fitting(feed, beside, slots)) is None
+                            or (cell := self._take_fitting(feed, beside, slots, again)) is None
                         ):
                             continue
-                        elif cell.crowded_retries:
+                        elif self.memory.alone(cell):
                             # Planned as a crowded retry (a recorded row that ran out of
-                            # memory beside others): it waits to run alone, at the end.
+                            # memory beside others) to run alone: it waits, to the end.
                             again.append(cell)
                             planned += 1
                             continue
@@ -637,16 +643,23 @@ class Executor:
             )
 
     def _take_fitting(
-        self, feed: Deferring, beside: list[Cell], slots: list[Worker | None]
+        self,
+        feed: Deferring,
+        beside: list[Cell],
+        slots: list[Worker | None],
+        again: Collection[Cell] = (),
     ) -> Cell | None:
         """The feed's first cell that fits its GPU's memory beside the cells under way
-        there (``runner.schedule.memory``); a crowded retry always does: it waits to run
-        alone (``_ready``). A max-autotune cell whose partner in the other max-autotune
+        there (``runner.schedule.memory``), leaving room for a crowded retry of
+        ``again`` that waits to share it; a crowded retry to run alone always does: it
+        waits (``_ready``). A max-autotune cell whose partner in the other max-autotune
         mode is under way on this host waits for it, to compile with its tuning
         (``runner.measure.tuning``)."""
+        waiting = next((c for c in again if c.crowded_retries and not self.memory.alone(c)), None)
+        kept = self.memory.need(waiting) if waiting is not None else 0.0
 
         def fits(cell: Cell, reserve_gib: float) -> bool:
-            return bool(cell.crowded_retries) or self.memory.fits(cell, beside, reserve_gib)
+            return self.memory.alone(cell) or self.memory.fits(cell, beside, reserve_gib + kept)
 
         under_way = [w.running.cell for w in slots if w is not None and w.running]
         waits = tuning.partner_under_way(under_way) if tuning.enabled(self.env) else None
@@ -819,22 +832,34 @@ def _attempt(cell: Cell, result: CellResult) -> str:
     )
 
 
-def _ready(again: deque[Cell], gpu_busy: bool, feed_done: bool = True) -> Cell | None:
-    """The first queued cell that may start now on a GPU (``gpu_busy``: cells run
-    there). A cell that ran out of memory beside other processes
-    (``Cell.crowded_retries``) is retried alone: it starts once nothing else runs on the
-    GPU, and nothing starts beside it (the cells that ran beside it were not the only
-    ones that could crowd it again: in chunk 74d18d18 InklingModel's retries met
-    LongcatFlashModel, started meanwhile, at 106 of the 139.8 GiB). It waits until the
-    feed has no more to start (``feed_done``): emptying the GPU for it while cells are
-    left idles every other worker (in chunk d4eff076 one gemma4 ViT's retry drained 13
-    workers for 107 s and then ran alone for 111 s, a third of the chunk); other queued
-    cells go first."""
+def _ready(
+    again: deque[Cell],
+    beside: list[Cell],
+    feed_done: bool = True,
+    alone: Callable[[Cell], bool] = lambda cell: bool(cell.crowded_retries),
+    fits: Callable[[Cell], bool] = lambda cell: False,
+) -> Cell | None:
+    """The first queued cell that may start now on a GPU where ``beside`` run. A cell
+    that ran out of memory beside other processes (``Cell.crowded_retries``) is retried
+    at the same batch. Its first retry shares the GPU (``runner.schedule.memory``): it
+    starts once it ``fits`` beside the cells under way, all of known needs, with room
+    kept for it. A later retry (or any where the GPU's memory is unknown) runs
+    ``alone``: it starts once nothing else runs on the GPU, and nothing starts beside it
+    (the cells that ran beside it were not the only ones that could crowd it again: in
+    chunk 74d18d18 InklingModel's retries met LongcatFlashModel, started meanwhile, at
+    106 of the 139.8 GiB). It waits until the feed has no more to start (``feed_done``):
+    emptying the GPU for it while cells are left idles every other worker (in chunk
+    d4eff076 one gemma4 ViT's retry drained 13 workers for 107 s and then ran alone for
+    111 s, a third of the chunk); other queued cells go first."""
     plain = next((cell for cell in again if not cell.crowded_retries), None)
-    if plain is not None or not feed_done:
+    if plain is not None:
         return plain
-    crowded = next((cell for cell in again if cell.crowded_retries), None)
-    return None if gpu_busy else crowded
+    shared = next((c for c in again if c.crowded_retries and not alone(c) and fits(c)), None)
+    if shared is not None or not feed_done:
+        return shared
+    if beside:
+        return None
+    return next((cell for cell in again if cell.crowded_retries), None)
 
 
 def _take(again: deque[Cell], cell: Cell) -> Cell:

@@ -15,6 +15,14 @@ run's finished cells took at their median (nothing before the first finishes: th
 first cells start as before). A cell that does not fit waits, first in line, while later cells that fit
 start; once it has waited a minute they start only where they leave it room. It starts
 once its GPU has room for it, and always on an idle GPU.
+
+A crowded retry (a cell that ran out of memory beside other processes holding most of
+the device's) shares its GPU the first time (``SHARED_CROWDED_RETRIES``): it is expected
+to take at least ``CROWDED_ROOM_SHARE`` of what the GPU fills, and only cells whose
+needs are known from recorded peaks run beside it. A later retry of it runs alone
+(``runner.schedule.executor``). Alone, each retry holds every other worker idle, most
+of it compiling on the CPU while the GPU stands empty: the headline column's 21 crowded
+rows were priced at about 25 minutes one after another (about 70 s each).
 """
 
 from __future__ import annotations
@@ -43,6 +51,13 @@ WAITING_LOOKAHEAD = 256
 # A cell passed over this long has the memory it needs kept free for it: later cells
 # start beside the cells under way only where they leave it room. Before, they fill in.
 RESERVE_AFTER_S = 60.0
+# The share of what a GPU fills that a crowded retry sharing it is expected to take at
+# least: what its model takes is unknown (it ran out of memory before its peak). The
+# headline column's crowded rows held 0-30 GiB of the H200's 139.8 when they ran out,
+# beside neighbours holding the rest; a third of the 125.8 GiB filled is 42.
+CROWDED_ROOM_SHARE = 1 / 3
+# How many crowded retries of a cell share their GPU; later ones run alone.
+SHARED_CROWDED_RETRIES = 1
 
 
 def expected_gib(peak_reserved_mb: float) -> float:
@@ -76,6 +91,13 @@ class MemoryBudget:
     def limit_gib(self) -> float | None:
         return None if self.capacity_gib is None else self.capacity_gib * self.share
 
+    def alone(self, cell: Cell) -> bool:
+        """Whether ``cell`` is a crowded retry that runs alone on its GPU: a later one
+        than ``SHARED_CROWDED_RETRIES``, or any where the GPU's memory is unknown."""
+        return bool(cell.crowded_retries) and (
+            self.limit_gib is None or cell.crowded_retries > SHARED_CROWDED_RETRIES
+        )
+
     def learn(self, result: CellResult) -> None:
         """A finished cell's peak: what cells of families never recorded are expected to take."""
         peak = observed_peak_mb(result)
@@ -85,16 +107,27 @@ class MemoryBudget:
     def need(self, cell: Cell) -> float:
         known = cell.extra.get(EXPECTED_GIB)
         if known is not None:
-            return float(known)
-        return statistics.median(self._observed) if self._observed else 0.0
+            need = float(known)
+        else:
+            need = statistics.median(self._observed) if self._observed else 0.0
+        if cell.crowded_retries and self.limit_gib is not None:
+            return max(need, self.limit_gib * CROWDED_ROOM_SHARE)
+        return need
 
     def fits(self, cell: Cell, beside: list[Cell], reserve_gib: float = 0.0) -> bool:
         """Whether ``cell`` may start on a GPU where ``beside`` are under way, keeping
         ``reserve_gib`` free (for a cell waiting first in line). On an idle GPU every
-        cell starts: it has all there is."""
+        cell starts: it has all there is. Where a crowded retry is one of them, every
+        other cell's need must be known (a recorded peak): a guess from this run's
+        median is how a retry meets a large neighbour again."""
         limit = self.limit_gib
         if limit is None or not beside:
             return True
+        cells = [cell, *beside]
+        if any(c.crowded_retries for c in cells) and not all(
+            c.crowded_retries or EXPECTED_GIB in c.extra for c in cells
+        ):
+            return False
         taken = sum(self.need(c) for c in beside)
         return taken + self.need(cell) + reserve_gib <= limit
 
