@@ -358,6 +358,12 @@ def test_merge_real_shipped_runs(capsys, tmp_path):
     assert summary(out)["results"] == (rows, 0)
     assert f"{repeated} of {keys} cell key(s) merged have more than one row" in out
     assert counts(target)["results"] == rows
+    # Every shipped run is closed: one exported while under way, by a machine lost before
+    # it ended, was marked abandoned as Store.abandon_dead_runs marks one.
+    with duckdb.connect(str(target), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs WHERE status = 'running'").fetchall() == [
+            (0,)
+        ]
 
 
 # Holds a database open for writing from another process, as a running zoo-run would.
