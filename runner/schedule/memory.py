@@ -54,8 +54,9 @@ RESERVE_AFTER_S = 60.0
 # The share of what a GPU fills that a crowded retry sharing it is expected to take at
 # least: what its model takes is unknown (it ran out of memory before its peak). The
 # headline column's crowded rows held 0-30 GiB of the H200's 139.8 when they ran out,
-# beside neighbours holding the rest; a third of the 125.8 GiB filled is 42.
-CROWDED_ROOM_SHARE = 1 / 3
+# beside neighbours holding the rest. 0.3 of the 125.8 GiB filled is 37.7: three retries
+# at once, with 12 GiB left for cells of small known needs.
+CROWDED_ROOM_SHARE = 0.3
 # How many crowded retries of a cell share their GPU; later ones run alone.
 SHARED_CROWDED_RETRIES = 1
 
