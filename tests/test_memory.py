@@ -195,6 +195,20 @@ def test_a_first_crowded_retry_shares_its_gpu_with_room_kept_and_known_neighbour
     assert budget.need(unknown) == 0.0
     assert not budget.fits(retry, [unknown]) and not budget.fits(unknown, [retry])
     assert budget.fits(retry, [])  # an idle GPU
+    # Large cells finished in this run set the median an unknown cell is expected to
+    # take; not a crowded retry's: two of them still share 27 GiB.
+    for peak in (20_480, 20_480):
+        budget.learn(
+            SimpleNamespace(
+                eager_peak_reserved_mb=peak,
+                compiled_peak_reserved_mb=None,
+                reference_peak_reserved_mb=None,
+            )
+        )
+    assert budget.need(unknown) == 26.0
+    bare = _cell("TinyMLP", "aot_eager").crowded_retry()
+    assert budget.need(bare) == pytest.approx(8.1)
+    assert budget.fits(bare, [retry])
     assert not budget.alone(retry) and budget.alone(retry.crowded_retry())
     assert not budget.alone(known)
     assert MemoryBudget(None).alone(retry)

@@ -106,14 +106,19 @@ class MemoryBudget:
             self._observed.append(expected_gib(peak))
 
     def need(self, cell: Cell) -> float:
+        """What ``cell`` is expected to take: its recorded peak's ``EXPECTED_GIB``, else
+        the median of this run's finished cells. A crowded retry sharing its GPU takes
+        at least ``CROWDED_ROOM_SHARE`` of it, and no median: in run 4eb8cbcf (an H200,
+        a --retry-failed step) the first three cells to end, two samvit ones whose float64
+        references peaked at 119 GiB among them, set the median at 152 GiB, more than
+        the 125.8 filled, and the crowded retries after them ran one at a time."""
         known = cell.extra.get(EXPECTED_GIB)
-        if known is not None:
-            need = float(known)
-        else:
-            need = statistics.median(self._observed) if self._observed else 0.0
         if cell.crowded_retries and self.limit_gib is not None:
-            return max(need, self.limit_gib * CROWDED_ROOM_SHARE)
-        return need
+            floor = self.limit_gib * CROWDED_ROOM_SHARE
+            return floor if known is None else max(float(known), floor)
+        if known is not None:
+            return float(known)
+        return statistics.median(self._observed) if self._observed else 0.0
 
     def fits(self, cell: Cell, beside: list[Cell], reserve_gib: float = 0.0) -> bool:
         """Whether ``cell`` may start on a GPU where ``beside`` are under way, keeping
