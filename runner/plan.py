@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from runner.backends import registry as backends
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES, base_mode
 from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.phases import BUILD
 from runner.matrix.results import CROWDED, OOM, RETRY_STATUSES, CellResult
 from runner.measure import tuning
 from zoo.spec import ModelSpec
@@ -216,6 +217,7 @@ def skip_recorded(
     timed_out: Mapping[str, float | None] | None = None,
     crowded: Collection[str] = (),
     crashed_alike: Collection[str] = (),
+    built_oom: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -230,7 +232,9 @@ def skip_recorded(
     keys whose recorded row ran out of memory beside other processes; retried, they are
     crowded retries (the executor runs them alone, once nothing else is left to start).
     ``crashed_alike``: keys whose process died the same way in their last two attempts
-    (``Store.crashed_alike``), which ``retry_failed`` does not rerun.
+    (``Store.crashed_alike``), which ``retry_failed`` does not rerun; nor ``built_oom``:
+    keys that ran out of memory building their model, uncrowded
+    (``Store.out_of_memory_building``).
     """
     if force:
         return plan
@@ -243,6 +247,7 @@ def skip_recorded(
             and status in RETRY_STATUSES
             and _more_time(cell, timed_out or {})
             and cell.key not in crashed_alike
+            and cell.key not in built_oom
         )
         measure = cell.key in disturbed or retry
         if status is None or triage or measure:
@@ -292,12 +297,16 @@ def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     A cell that ran out beside other processes holding most of the device's memory
     (``runner.matrix.results.CROWDED``: a parallel sweep's neighbour, not the model)
     is retried at the same batch first, up to ``MAX_CROWDED_RETRIES`` times; the
-    executor runs such a retry, and any later one of the cell, alone on its GPU."""
+    executor runs such a retry, and any later one of the cell, alone on its GPU. One
+    that ran out while building its model, not crowded, is not retried: the batch takes
+    no part in that."""
     batch = cell.run_batch_size
     if result.status != OOM or batch is None:
         return None
     if CROWDED in (result.notes or "") and cell.crowded_retries < MAX_CROWDED_RETRIES:
         return cell.crowded_retry()
-    if batch <= 1:
+    if batch <= 1 or result.error_phase == BUILD:
+        # Building the model takes no input: a smaller batch builds the same model
+        # (InklingModel, on the H200, asked for 1,406 GiB at every batch from 16 to 1).
         return None
     return cell.with_run_batch(max(1, batch // 2))

@@ -180,6 +180,9 @@ def test_a_smaller_batch_follows_only_an_out_of_memory_result():
     assert smaller_batch(base, make_result(status="compile_error")) is None
     unbatched = Cell(spec, base.config, "full", None, None, "cuda", "env")
     assert smaller_batch(unbatched, make_result(status="oom")) is None
+    # Out of memory building the model: no input yet, so no batch to blame.
+    assert smaller_batch(base, make_result(status="oom", error_phase="build")) is None
+    assert smaller_batch(base, make_result(status="oom", error_phase="inputs")) is not None
 
 
 def test_out_of_memory_beside_other_processes_is_retried_at_the_same_batch_first():

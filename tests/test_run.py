@@ -362,6 +362,34 @@ def test_retry_failed_plans_a_crowded_oom_as_a_crowded_retry(tmp_path):
     assert kept.cells == []
 
 
+def test_an_oom_building_the_model_is_neither_halved_nor_retried(tmp_path, capsys):
+    """Out of memory while the model is built, with nobody crowding it: the batch takes
+    no part, so the cell is not retried at a smaller one, and --retry-failed leaves its
+    row to --force (InklingModel was tried at 16, 8, 4, 2 and 1 in each of three H200
+    chunks)."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{MISBEHAVING}:OutOfMemoryBuilding", "--backends", "eager"]
+    args += ["--device", "cpu", "--db", str(db), "--batch-size", "8"]
+    assert main(args) == 0
+    [row] = rows(db)
+    assert (row["status"], row["error_phase"], row["batch_size_run"]) == ("oom", "build", None)
+    assert "an attempt at batch" not in (row["notes"] or "")
+    assert Store(db).out_of_memory_building([row["cell_key"]]) == {row["cell_key"]}
+    capsys.readouterr()
+
+    assert main([*args, "--retry-failed"]) == 0
+    captured = capsys.readouterr()
+    assert "not rerunning 1 recorded oom(s) (--retry-failed)" in captured.err
+    assert "nothing to run" in captured.out
+    assert len(rows(db)) == 1
+    assert main([*args, "--force"]) == 0
+    assert len(rows(db)) == 2
+    # A crowded one is still a crowded retry's to judge.
+    with Store(db).connection() as con:
+        con.execute("UPDATE results SET notes = ?", [f"{CROWDED}: they held 131.3 of 140.0 GiB"])
+    assert Store(db).out_of_memory_building([row["cell_key"]]) == set()
+
+
 def test_sigusr1_wraps_the_run_up_and_the_same_command_resumes(tmp_path):
     """A batch job's warning before its end (SIGUSR1): no new cell starts, one still
     under way at the wrap-up's end is stopped, the run ends as finished with a line that

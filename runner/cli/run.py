@@ -569,6 +569,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
         timed_out = store.timed_out(keys) if args.retry_failed else {}
         crashed = store.crashed_alike(keys) if args.retry_failed else set()
+        built_oom = store.out_of_memory_building(keys) if args.retry_failed else set()
         plan = skip_recorded(
             plan,
             recorded,
@@ -579,6 +580,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             timed_out=timed_out,
             crowded=store.crowded(keys) if args.retry_failed else (),
             crashed_alike=crashed,
+            built_oom=built_oom,
         )
         kept = [cell for cell in plan.skipped if cell.key in timed_out]
         if kept and not args.force:
@@ -592,6 +594,12 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             console.print(
                 f"not rerunning {len(crashed)} recorded crash(es) (--retry-failed): each "
                 "died in the same phase in its last two attempts; --force reruns them"
+            )
+        if built_oom and not args.force:
+            console.print(
+                f"not rerunning {len(built_oom)} recorded oom(s) (--retry-failed): each ran "
+                "out of memory building its model, with no other process crowding it, which "
+                "no smaller batch changes; --force reruns them"
             )
         if disturbed and not args.force:
             console.print(

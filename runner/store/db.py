@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
+from runner.matrix.phases import BUILD
 from runner.matrix.process import alive
 from runner.matrix.results import (
     CRASH,
@@ -415,6 +416,17 @@ class Store:
                 [list(cell_keys), CRASH],
             ).fetchall()
         return {key for (key,) in rows}
+
+    def out_of_memory_building(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose latest row ran out of memory building its model with no other
+        process crowding it: the model does not fit this device at any batch (the
+        batch takes no part in building it; ``runner.plan.smaller_batch``), so
+        ``--retry-failed`` leaves it to ``--force``."""
+        return {
+            key
+            for key, status, phase, notes in self._latest(cell_keys, "status, error_phase, notes")
+            if status == OOM and phase == BUILD and CROWDED not in (notes or "")
+        }
 
     def crowded(self, cell_keys: list[str]) -> set[str]:
         """The keys whose latest row ran out of memory beside other processes
