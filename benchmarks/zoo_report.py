@@ -79,8 +79,8 @@ def main() -> int:
         names = ", ".join(model for (model,) in crowded)
         print(
             f"\nOf the failing cells, {len(crowded)} `oom` rows ran out of memory while other "
-            "processes (the sweep's neighbours) held most of the GPU's, and may pass alone "
-            f"(`zoo-run --retry-failed` reruns them so): {names}."
+            "processes (the sweep's neighbours) held most of the GPU's, and may pass on a "
+            f"retry (`zoo-run --retry-failed` reruns them): {names}."
         )
     print("\n## Pass rate per family (the 15 largest)\n\n| family | cells | pass rate |")
     print("| --- | --- | --- |")
