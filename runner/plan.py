@@ -230,7 +230,8 @@ def skip_recorded(
     ``disturbed``: keys of recorded cells whose timing was disturbed, rerun. The plan's
     ``triage_only`` names the untriaged cells rerun for no other reason. ``crowded``:
     keys whose recorded row ran out of memory beside other processes; retried, they are
-    crowded retries (the executor runs them alone, once nothing else is left to start).
+    crowded retries (the executor's first shares its GPU with room kept for it, a later
+    one runs alone: ``runner.schedule.memory``).
     ``crashed_alike``: keys whose process died the same way in their last two attempts
     (``Store.crashed_alike``), which ``retry_failed`` does not rerun; nor ``built_oom``:
     keys that ran out of memory building their model, uncrowded
@@ -297,9 +298,10 @@ def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:
     A cell that ran out beside other processes holding most of the device's memory
     (``runner.matrix.results.CROWDED``: a parallel sweep's neighbour, not the model)
     is retried at the same batch first, up to ``MAX_CROWDED_RETRIES`` times; the
-    executor runs such a retry, and any later one of the cell, alone on its GPU. One
-    that ran out while building its model, not crowded, is not retried: the batch takes
-    no part in that."""
+    executor runs the first such retry beside cells of known needs, with room kept for
+    it, and any later one of the cell alone on its GPU (``runner.schedule.memory``).
+    One that ran out while building its model, not crowded, is not retried: the batch
+    takes no part in that."""
     batch = cell.run_batch_size
     if result.status != OOM or batch is None:
         return None
