@@ -377,6 +377,15 @@ def test_default_configs_that_do_not_run_get_their_released_settings():
         run_eager(hf_spec(name))
 
 
+def test_a_text_tower_that_inherits_its_composites_main_input_gets_token_ids():
+    """SAM 3 LiteText's text tower inherits the composite's main input, "pixel_values",
+    which its forward does not take: fed nothing, its H200 row was eager_error
+    ("embedding(): argument 'indices' (position 2) must be Tensor, not NoneType")."""
+    spec = hf_spec("Sam3LiteTextTextModel")
+    assert building.recipe_for(spec).input_names == ("input_ids", "attention_mask")
+    run_eager(spec)
+
+
 def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
     """Ministral's, HunYuan's, Nemotron's, ESM's, dots.llm1's, two CTC heads' and
     TimmBackbone's defaults leave a setting their model reads None (a head width, the

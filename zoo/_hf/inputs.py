@@ -61,6 +61,10 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
     names = [
         name for name in (main if isinstance(main, list | tuple) else [main]) if name in params
     ]
+    if not names and "input_ids" in params:
+        # A text tower that inherits its composite's main input (SAM 3 LiteText's,
+        # "pixel_values") takes token ids: fed nothing, its embedding got None.
+        names.append("input_ids")
     names += [name for name in required if name in InputMaker.KINDS]
     if "grid_thw" in required and "hidden_states" in required:
         names.insert(0, "hidden_states")
