@@ -377,6 +377,19 @@ def test_default_configs_that_do_not_run_get_their_released_settings():
         run_eager(hf_spec(name))
 
 
+def test_step3p7_gets_the_released_sliding_window():
+    """Step-3.7-Flash's text model builds a sliding-window mask whatever its layers are,
+    and the default leaves the window unset: the H200 row of Step3p7Model was eager_error
+    ("Could not find a `sliding_window` argument in the config"). The zoo sets the
+    release's 512 in the text sub-config; the layers stay the default's."""
+    spec = hf_spec("Step3p7Model")
+    recipe = building.recipe_for(spec)
+    assert recipe.model_class.config_class().text_config.sliding_window is None
+    assert recipe.config.text_config.sliding_window == 512
+    assert set(recipe.config.text_config.layer_types) == {"full_attention"}
+    run_eager(spec)
+
+
 def test_a_text_tower_that_inherits_its_composites_main_input_gets_token_ids():
     """SAM 3 LiteText's text tower inherits the composite's main input, "pixel_values",
     which its forward does not take: fed nothing, its H200 row was eager_error

@@ -192,6 +192,11 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # Aya Vision's tower is SigLIP so400m (1,152 wide, 16 heads); the default's 14 heads
     # do not divide its width.
     "aya_vision": {"vision_config": {"num_attention_heads": 16}},
+    # Step-3.7-Flash's text model (type "step3p5") builds a sliding-window mask whatever
+    # its layers are, and the default leaves the window unset ("Could not find a
+    # `sliding_window` argument in the config"). The release's sliding layers see 512
+    # tokens; the default's layers stay all full attention.
+    "step3p5": {"sliding_window": 512},
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
 # one per query (and per frame of a video): which setting names the placeholder, and
