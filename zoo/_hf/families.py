@@ -195,7 +195,8 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # Step-3.7-Flash's text model (type "step3p5") builds a sliding-window mask whatever
     # its layers are, and the default leaves the window unset ("Could not find a
     # `sliding_window` argument in the config"). The release's sliding layers see 512
-    # tokens; the default's layers stay all full attention.
+    # tokens (as vLLM's Step-3.7-Flash recipe states it; the checkpoint's own config was
+    # not read here). The default's layers stay all full attention, so no layer uses it.
     "step3p5": {"sliding_window": 512},
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
