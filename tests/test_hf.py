@@ -469,6 +469,25 @@ def test_input_shapes_read_from_what_the_model_is():
         run_eager(hf_spec(name))
 
 
+def test_a_bare_speech_model_and_a_one_channel_codec_get_their_inputs():
+    """Two H200 eager_errors that were the zoo's inputs. SpeechT5Model's encoder and
+    decoder come without pre-nets: both take hidden states of the model's width (fed a
+    waveform, its encoder's layer norm failed). VibeVoice's acoustic tokenizer takes
+    audio as (batch, channels, samples), its one channel named ``channels``: a plain
+    waveform was read as one sample of ``batch`` channels. Both run in eager now."""
+    speecht5 = hf_spec("SpeechT5Model")
+    width = building.recipe_for(speecht5).config.hidden_size
+    shapes = {n: tuple(x.shape) for n, x in named_inputs(speecht5).items()}
+    assert shapes == {"input_values": (2, 16, width), "decoder_input_values": (2, 16, width)}
+    # The family's task heads have their pre-nets: a waveform, as before.
+    assert named_inputs(hf_spec("SpeechT5ForSpeechToText"))["input_values"].dim() == 2
+    vibevoice = hf_spec("VibeVoiceAcousticTokenizerModel")
+    (audio,) = vibevoice.example_inputs(2, "cpu", 16)
+    assert audio.shape[:2] == (2, 1)
+    for spec in (speecht5, vibevoice):
+        run_eager(spec)
+
+
 def test_a_model_with_two_main_inputs_gets_both():
     """OneFormer names two main inputs (pixels and its task prompt's tokens); a list as
     ``main_input_name`` was a build_error (unhashable) on the H200. It gets both now."""

@@ -248,6 +248,14 @@ FAMILY_INPUTS: dict[str, tuple[str, ...]] = {
     # BLIP-2's Q-Former on its own cross-attends to an image encoder's features.
     "blip_2_qformer": ("encoder_hidden_states",),
 }
+# Base models built without the pre-nets that embed audio, text or spectrograms: the
+# inputs they take as hidden states of the model's width. SpeechT5Model's encoder and
+# decoder are "WithoutPrenet" (its task heads have theirs); fed a waveform, its encoder's
+# first layer norm failed ("normalized_shape=[768] ... got input of size [16, 40960]",
+# its H200 eager_error), and its decoder needs its input too.
+BARE_HIDDEN_STATE_INPUTS: dict[str, tuple[str, ...]] = {
+    "speecht5": ("input_values", "decoder_input_values"),
+}
 # Vision towers that take packed patches as images (channels, patch, patch), not
 # flattened (Kimi K2.5's patch embedding is a convolution).
 PATCH_IMAGE_FAMILIES = ("kimi_k25_vision",)
@@ -261,7 +269,18 @@ STACKED_IMAGE_FAMILIES = ("seggpt",)  # input and prompt stacked make the config
 CODEBOOK_LAST_FAMILIES = ("kyutai_speech_to_text",)
 # Token ids per codebook, stacked along the batch (MusicGen's decoder).
 CODEBOOK_BATCH_FAMILIES = ("musicgen_decoder", "musicgen_melody_decoder")
-WAVEFORM_CHANNEL_FAMILIES = ("pe_audio", "pe_audio_video", "xcodec", "xcodec2", "neucodec")
+# Waveforms as (channels, samples) where the config names no ``audio_channels``. VibeVoice's
+# acoustic tokenizer names its one channel ``channels``: a plain (batch, samples) waveform
+# was read by its first convolution as one unbatched sample of ``batch`` channels
+# ("expected input[1, 16, 409606] to have 1 channels", its H200 eager_error).
+WAVEFORM_CHANNEL_FAMILIES = (
+    "pe_audio",
+    "pe_audio_video",
+    "xcodec",
+    "xcodec2",
+    "neucodec",
+    "vibevoice_acoustic_tokenizer",
+)
 FRAMES_FIRST_FAMILIES = ("univnet",)  # mel features as (frames, mel bins)
 # Mel bins of feature extractors whose model config does not name them (Gemma 4's
 # audio tower: its projection reads a quarter of 128 bins times its channels; CLVP's

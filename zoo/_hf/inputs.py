@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from zoo._hf.families import (
+    BARE_HIDDEN_STATE_INPUTS,
     CODEBOOK_BATCH_FAMILIES,
     CODEBOOK_LAST_FAMILIES,
     FAMILY_INPUTS,
@@ -45,6 +46,8 @@ DECODER_INPUT_TASKS = {
 }
 # Tasks whose heads find the question by its tokens (FAMILY_QUESTION_TOKENS).
 QUESTION_TASKS = ("question-answering", "multiple-choice", "pretraining")
+# The task of the base models (``BARE_HIDDEN_STATE_INPUTS``).
+BASE_TASK = "base"
 
 
 def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
@@ -91,6 +94,8 @@ def input_names(model_class: type, config, task: str) -> tuple[str, ...]:
             names += [first, *companions]
     model_type = getattr(config, "model_type", "")
     names += [name for name in FAMILY_INPUTS.get(model_type, ()) if name in params]
+    if task == BASE_TASK:
+        names += [n for n in BARE_HIDDEN_STATE_INPUTS.get(model_type, ()) if n in params]
     # Q-Former models read the queries into the text at its placeholder tokens.
     if model_type in QUERY_TOKEN_FAMILIES and "input_ids" in params:
         names.append("input_ids")
@@ -171,6 +176,8 @@ class InputMaker:
     def make(self, name: str) -> torch.Tensor:
         if name == "hidden_states" and self.packed:
             return self.patches()
+        if self.task == BASE_TASK and name in BARE_HIDDEN_STATE_INPUTS.get(self.model_type, ()):
+            return self.randn(self.seq, self.setting("hidden_size", default=64))
         if name not in self.KINDS:
             raise ValueError(f"zoo cannot make the input {name!r} yet")
         return getattr(self, name)()
