@@ -488,6 +488,31 @@ def test_a_bare_speech_model_and_a_one_channel_codec_get_their_inputs():
         run_eager(spec)
 
 
+def test_image_sizes_and_backbone_outputs_the_model_expects():
+    """Three H200 eager_errors that were the zoo's: TVP's visual prompt is its config's
+    max_img_size (448) and the zoo fed 224-pixel frames; RF-DETR's 4 x 4 windows do not
+    divide the 37 patches of its backbone's 518-pixel position table (RF-DETR Base takes
+    560); UVDoc's head concatenates all six bridge stages, which the default backbone
+    does not output (the released checkpoint does). TVP runs at batch 1 only: its column
+    position embeddings are viewed with the batch size (transformers' own bug)."""
+    tvp = hf_spec("TvpModel")
+    config = building.recipe_for(tvp).config
+    pixels = named_inputs(tvp, batch=1)["pixel_values"]
+    assert pixels.shape[-2:] == (config.max_img_size, config.max_img_size) == (448, 448)
+    rf_detr = hf_spec("RfDetrModel")
+    backbone = building.recipe_for(rf_detr).config.backbone_config
+    side = named_inputs(rf_detr)["pixel_values"].shape[-1]
+    assert side == 560 and side % (backbone.patch_size * backbone.num_windows) == 0
+    uvdoc = hf_spec("UVDocModel")
+    backbone = building.recipe_for(uvdoc).config.backbone_config
+    assert backbone.out_indices == [1, 2, 3, 4, 5, 6]
+    # The backbone on its own keeps its default: the last stage.
+    assert building.recipe_for(hf_spec("UVDocBackbone")).config.out_indices == [6]
+    run_eager(tvp, batch=1)
+    for spec in (rf_detr, uvdoc):
+        run_eager(spec)
+
+
 def test_a_model_with_two_main_inputs_gets_both():
     """OneFormer names two main inputs (pixels and its task prompt's tokens); a list as
     ``main_input_name`` was a build_error (unhashable) on the H200. It gets both now."""

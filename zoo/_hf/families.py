@@ -198,6 +198,16 @@ FAMILY_FIXES: dict[str, dict[str, Any]] = {
     # tokens (as vLLM's Step-3.7-Flash recipe states it; the checkpoint's own config was
     # not read here). The default's layers stay all full attention, so no layer uses it.
     "step3p5": {"sliding_window": 512},
+    # UVDoc's head concatenates the maps of all six bridge stages (its first convolution
+    # takes 6 x 128 channels); the default backbone outputs the last stage only ("expected
+    # input[16, 128, 14, 14] to have 768 channels"). The released UVDoc_safetensors
+    # checkpoint outputs stages 1-6. UVDocBackbone on its own keeps its default.
+    "uvdoc": {
+        "backbone_config": {
+            "out_features": [f"stage{i}" for i in range(1, 7)],
+            "out_indices": list(range(1, 7)),
+        }
+    },
 }
 # Q-Former models read the image's query outputs into the text at placeholder tokens,
 # one per query (and per frame of a video): which setting names the placeholder, and
@@ -286,6 +296,11 @@ FRAMES_FIRST_FAMILIES = ("univnet",)  # mel features as (frames, mel bins)
 # audio tower: its projection reads a quarter of 128 bins times its channels; CLVP's
 # conditioning encoder convolves over 80 bins, mel bins first).
 FAMILY_MEL_BINS = {"gemma4_audio": 128, "clvp": 80}
+# Image sides the config does not state, where the size it has (a position table,
+# interpolated to any input) does not fit the model: RF-DETR's backbone keeps DINOv2's
+# 518 pixels (37 patches of 14), which its 4 x 4 windows do not divide ("shape '[16, 4,
+# 9, 4, 9, -1]' is invalid"). RF-DETR Base, whose sizes the default has, takes 560.
+FAMILY_IMAGE_SIZES = {"rf_detr": 560}
 # Frames first, each holding several mel frames side by side, where the config does not
 # say how many (Granite Speech 5 expands each frame with its delta and stacks pairs).
 FAMILY_STACKED_FRAMES = {"granite_speech5_encoder": 4, "granite_speech5_ctc": 4}

@@ -12,6 +12,7 @@ from zoo._hf.families import (
     BARE_HIDDEN_STATE_INPUTS,
     CODEBOOK_BATCH_FAMILIES,
     CODEBOOK_LAST_FAMILIES,
+    FAMILY_IMAGE_SIZES,
     FAMILY_INPUTS,
     FAMILY_MEL_BINS,
     FAMILY_QUESTION_TOKENS,
@@ -304,7 +305,13 @@ class InputMaker:
             # ratio: the image is patch_size at its smallest scale.
             side = round(patch / min(ratios))
             return side, side
-        size = self.setting("image_size") or timm_input_size(self.config) or 224
+        if self.model_type in FAMILY_IMAGE_SIZES:
+            side = FAMILY_IMAGE_SIZES[self.model_type]
+            return side, side
+        # TVP names its frames' side max_img_size, its visual prompt's size (224-pixel
+        # frames did not match it: "tensor a (224) must match ... (448)"). RADIO, the
+        # other config with one, sets image_size, which comes first.
+        size = self.setting("image_size", "max_img_size") or timm_input_size(self.config) or 224
         height, width = (size, size) if isinstance(size, int) else tuple(size)[-2:]
         if self.model_type in STACKED_IMAGE_FAMILIES:
             return height // 2, width
