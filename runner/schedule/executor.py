@@ -835,9 +835,10 @@ def _attempt(cell: Cell, result: CellResult) -> str:
 def _ready(
     again: deque[Cell],
     beside: list[Cell],
-    feed_done: bool = True,
-    alone: Callable[[Cell], bool] = lambda cell: bool(cell.crowded_retries),
-    fits: Callable[[Cell], bool] = lambda cell: False,
+    *,
+    feed_done: bool,
+    alone: Callable[[Cell], bool],
+    fits: Callable[[Cell], bool],
 ) -> Cell | None:
     """The first queued cell that may start now on a GPU where ``beside`` run. A cell
     that ran out of memory beside other processes (``Cell.crowded_retries``) is retried
