@@ -148,7 +148,8 @@ def filtered(sql: str, filters, **params) -> tuple[str, dict[str, object]]:
     scoped AS (
         SELECT * FROM in_runs
         WHERE result_id IN (
-            SELECT max_by(result_id, (recorded_at, result_id)) FROM in_runs
+            SELECT max_by(result_id, (NOT (crowded AND status = 'oom'), recorded_at, result_id))
+            FROM in_runs
             GROUP BY row_id, config
         )
     )"""

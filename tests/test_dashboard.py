@@ -23,7 +23,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from dashboard import caveats, charts, docs, ranking, reads, reproduce
+from dashboard import caveats, charts, docs, queries, ranking, reads, reproduce
 from dashboard.filters import Filters
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
@@ -1349,6 +1349,43 @@ def test_a_later_crowded_oom_leaves_the_measured_cell_on_the_matrix(tmp_path):
         "SELECT speedup FROM latest_cells WHERE model_id = 'timm/xlnet'"
     ).fetchone()
     assert speedup == pytest.approx(2.36)
+
+
+def test_the_store_and_every_dashboard_view_pick_the_same_row_on_a_tie(tmp_path):
+    """Two rows of a cell recorded at the same instant (runs merged from two databases
+    can tie): the runner's newest row (what --retry-failed and Compare read) and the
+    dashboard's, with and without runs chosen, are the same one, the greater result_id."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="tied", command="zoo-run", status="finished")
+    store.start_run(run)
+    rows_in = [
+        cell("tied", "tied", "inductor", "pass", **timed(1.5, 20.0)),
+        cell("tied", "tied", "inductor", "compile_error", error_message="boom"),
+    ]
+    ids = store.write_results(run.run_id, rows_in)
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    with store.connection() as con:
+        con.execute(
+            "UPDATE results SET recorded_at = TIMESTAMP '2026-12-04 12:00:00' "
+            "WHERE result_id IN (SELECT unnest(?::VARCHAR[]))",
+            [ids],
+        )
+    winner = max(ids)
+    statuses = dict(zip(ids, ("pass", "compile_error"), strict=True))
+    ((_key, status),) = store._latest([rows_in[0].cell_key], "status")
+    assert status == statuses[winner]
+    db = open_database(runs_dir, db_path)
+    for table in ("latest_cells", "latest_results"):
+        (shown,) = db.con.execute(
+            f"SELECT result_id FROM {table} WHERE model_id = 'timm/tied'"
+        ).fetchone()
+        assert shown == winner, table
+    sql, params = queries.filtered(
+        f"WITH {queries.CHOSEN} SELECT result_id FROM chosen WHERE model_id = 'timm/tied'",
+        Filters(run=(run.run_id,)),
+    )
+    assert db.con.execute(sql, params).fetchall() == [(winner,)]
 
 
 def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_path):

@@ -409,7 +409,7 @@ class Store:
         with self.connection(read_only=True) as con:
             rows = con.execute(
                 "SELECT cell_key FROM (SELECT cell_key, status, error_phase, row_number() "
-                "OVER (PARTITION BY cell_key ORDER BY recorded_at DESC, result_id) AS n "
+                "OVER (PARTITION BY cell_key ORDER BY recorded_at DESC, result_id DESC) AS n "
                 "FROM results WHERE cell_key IN (SELECT unnest(?::VARCHAR[]))) "
                 "WHERE n <= 2 GROUP BY cell_key HAVING count(*) = 2 "
                 "AND bool_and(status = ?) AND count(DISTINCT coalesce(error_phase, '')) = 1",

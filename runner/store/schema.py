@@ -64,14 +64,15 @@ def crowded_row(alias: str = "") -> str:
 def latest_row(partition: str = "cell_key", alias: str = "") -> str:
     """The window condition that keeps the row that stands for each ``partition``
     (results are history: every rerun of a cell stays). That is its newest row by
-    recorded_at, result_id breaking ties, except that a crowded row (``crowded_row``)
-    never hides a measured one: a cell measured once and crowded out of memory in a later
-    run keeps its measurement, and a cell crowded out every time shows the newest crowding.
+    recorded_at, the greater result_id breaking ties (as the dashboard's ``max_by``
+    picks), except that a crowded row (``crowded_row``) never hides a measured one: a
+    cell measured once and crowded out of memory in a later run keeps its measurement,
+    and a cell crowded out every time shows the newest crowding.
     ``alias``: the results table's alias in the query."""
     prefix = f"{alias}." if alias else ""
     return (
         f"row_number() OVER (PARTITION BY {partition} ORDER BY {crowded_row(alias)}, "
-        f"{prefix}recorded_at DESC, {prefix}result_id) = 1"
+        f"{prefix}recorded_at DESC, {prefix}result_id DESC) = 1"
     )
 
 
