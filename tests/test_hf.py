@@ -432,9 +432,15 @@ def test_full_size_defaults_that_leave_a_size_unset_get_the_released_one():
     vision = aya.config.vision_config
     assert vision.hidden_size % vision.num_attention_heads == 0
     assert count_params(aya.model_class, aya.config) > 0
-    # ESM-2's mask token is its vocabulary's last.
+    # ESM-2's mask token is its vocabulary's last, at both sizes (the tiny config keeps
+    # the full one's vocabulary), and the tiny masked LM runs with it.
     esm = building.recipe_for(hf_spec("EsmForMaskedLM", size="full")).config
     assert esm.mask_token_id == esm.vocab_size - 1 == 32
+    tiny = building.recipe_for(hf_spec("EsmForMaskedLM")).config
+    assert (tiny.vocab_size, tiny.pad_token_id, tiny.mask_token_id) == (33, 1, 32)
+    eager = CellConfig("eager", "none", "false", "fp32")
+    result = measure_cell(Cell(hf_spec("EsmForMaskedLM"), eager, "tiny", 2, 16, "cpu", "env"))
+    assert result.status == "pass", result.error_message
 
 
 def test_input_shapes_read_from_what_the_model_is():

@@ -141,8 +141,6 @@ FAMILY_TINY: dict[str, dict[str, Any]] = {
     # One cross-attention head: the Fourier and convolutional preprocessors make
     # channel counts (261) that few head counts divide.
     "perceiver": {"d_latents": 64, "num_self_attention_heads": 4, "num_cross_attention_heads": 1},
-    # The default protein config sets no special tokens, which masking needs.
-    "esm": {"pad_token_id": 1, "mask_token_id": 2},
     # Six box embeddings of a sixth of the hidden size each make up the layout stream.
     "lilt": {"hidden_size": 96},
 }
