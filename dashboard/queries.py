@@ -6,7 +6,7 @@ from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.matrix.results import CROWDED, TUNING_REUSED
-from runner.store.schema import latest_row
+from runner.store.schema import crowded_row, latest_row
 
 
 def _disturbance(alias: str) -> str:
@@ -83,6 +83,8 @@ PREPARE = (
             coalesce(contains(r.notes, '{caveats.GRAPH_POOL_NOTE}'), false) AS pool_counted,
             -- it, or an earlier attempt of it, ran out of memory beside other processes
             coalesce(contains(r.notes, '{CROWDED}'), false) AS crowded,
+            -- a crowded oom row, which never hides a measured one (schema.latest_row)
+            {crowded_row("r")} AS crowded_oom,
             -- compiled with its partner max-autotune cell's tuning (runner.measure.tuning)
             coalesce(contains(r.notes, '{TUNING_REUSED}'), false) AS tuning_reused,
             r.batch_size_run,
@@ -117,7 +119,7 @@ PREPARE = (
     CREATE OR REPLACE TABLE latest_cells AS
     SELECT * FROM cells
     WHERE result_id IN (
-        SELECT max_by(result_id, (NOT (crowded AND status = 'oom'), recorded_at, result_id))
+        SELECT max_by(result_id, (NOT crowded_oom, recorded_at, result_id))
         FROM cells GROUP BY row_id, config
     )
     ORDER BY family, model_id
@@ -148,7 +150,7 @@ def filtered(sql: str, filters, **params) -> tuple[str, dict[str, object]]:
     scoped AS (
         SELECT * FROM in_runs
         WHERE result_id IN (
-            SELECT max_by(result_id, (NOT (crowded AND status = 'oom'), recorded_at, result_id))
+            SELECT max_by(result_id, (NOT crowded_oom, recorded_at, result_id))
             FROM in_runs
             GROUP BY row_id, config
         )
@@ -387,7 +389,7 @@ newest AS (
     SELECT * FROM swept
     QUALIFY row_number() OVER (
         PARTITION BY sweep, row_id, config
-        ORDER BY crowded AND status = 'oom', recorded_at DESC, result_id DESC
+        ORDER BY crowded_oom, recorded_at DESC, result_id DESC
     ) = 1
 )
 SELECT

@@ -25,7 +25,6 @@ from runner.matrix.phases import BUILD
 from runner.matrix.process import alive
 from runner.matrix.results import (
     CRASH,
-    CROWDED,
     OOM,
     STATUSES,
     TIMEOUT,
@@ -45,6 +44,7 @@ from runner.store.schema import (
     SCHEMA_VERSION,
     RunRecord,
     apply_step,
+    crowded_row,
     error_text,
     latest_row,
 )
@@ -424,18 +424,16 @@ class Store:
         ``--retry-failed`` leaves it to ``--force``."""
         return {
             key
-            for key, status, phase, notes in self._latest(cell_keys, "status, error_phase, notes")
-            if status == OOM and phase == BUILD and CROWDED not in (notes or "")
+            for key, status, phase, crowded in self._latest(
+                cell_keys, f"status, error_phase, {crowded_row()}"
+            )
+            if status == OOM and phase == BUILD and not crowded
         }
 
     def crowded(self, cell_keys: list[str]) -> set[str]:
         """The keys whose latest row ran out of memory beside other processes
         (``runner.matrix.results.CROWDED`` in its notes)."""
-        return {
-            key
-            for key, status, notes in self._latest(cell_keys, "status, notes")
-            if status == OOM and CROWDED in (notes or "")
-        }
+        return {key for key, crowded in self._latest(cell_keys, crowded_row()) if crowded}
 
     def peak_reserved_mb(
         self, names: list[str], device: str, by: str = "model_id"
