@@ -69,6 +69,9 @@ class Plan:
     skipped: list[Cell] = field(default_factory=list)
     # Keys of recorded failing cells planned only to be triaged (``skip_recorded``).
     triage_only: set[str] = field(default_factory=set)
+    # Of those, the ones whose triage job would take longer than the whole run is given
+    # (``triage_first``): key -> the job's likely seconds.
+    triage_too_long: dict[str, float] = field(default_factory=dict)
 
     def estimate_s(self) -> float:
         return sum(estimate_cell_s(cell) for cell in self.cells)
@@ -271,23 +274,43 @@ def triage_first(
     plan: Plan,
     recorded: Mapping[str, tuple[str, CellResult]],
     mode: str,
+    limit_s: float | None = None,
 ) -> Plan:
     """The planned cells that ``recorded`` holds (key -> run id and row: recorded failing
     cells planned only for their triage) as triage jobs of their rows
     (``runner.triage.job_of_recorded``), first in the plan: a job takes its cell's time
-    once per rung of the ladder, so a time-limited run fits it best at its start."""
+    once per rung of the ladder, so a time-limited run fits it best at its start.
+
+    A run given ``limit_s`` in all (``--time-limit``) leaves out the jobs likely to take
+    longer (``runner.triage.failed_job_s``): it could never start them, and a cell it
+    plans and cannot record would keep a chunked sweep's next step from starting, chunk
+    after chunk (H200 runs 8518d348 and 31de9c07 of 2026-12-04: VitsModel's ladder, priced
+    from its 373 s row, held back the core set's step twice). Their rows stand, skipped,
+    in ``triage_too_long``; a run given more time triages them."""
     if not recorded:
         return plan
     # Imported here: runner.triage imports torch, and planning does not.
-    from runner.triage import job_of_recorded
+    from runner.triage import failed_job_s, job_of_recorded
 
-    jobs = [
-        job_of_recorded(cell, mode, *recorded[cell.key])
-        for cell in plan.cells
-        if cell.key in recorded
-    ]
+    jobs, too_long = [], {}
+    for cell in plan.cells:
+        if cell.key not in recorded:
+            continue
+        job = job_of_recorded(cell, mode, *recorded[cell.key])
+        expected = failed_job_s(job, recorded[cell.key][1])
+        if limit_s is not None and expected > limit_s:
+            too_long[cell.key] = expected
+        else:
+            jobs.append(job)
     rest = [cell for cell in plan.cells if cell.key not in recorded]
-    return Plan(cells=jobs + rest, dropped=plan.dropped, skipped=plan.skipped)
+    skipped = plan.skipped + [cell for cell in plan.cells if cell.key in too_long]
+    return Plan(
+        cells=jobs + rest,
+        dropped=plan.dropped,
+        skipped=skipped,
+        triage_only=plan.triage_only,
+        triage_too_long=too_long,
+    )
 
 
 def smaller_batch(cell: Cell, result: CellResult) -> Cell | None:

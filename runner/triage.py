@@ -111,6 +111,14 @@ def job_seconds(cell: Cell, mode: str, rung_s: float, below_s: float | None = No
     return below * (len(rungs(cell)) - 1) + rung_s + extra
 
 
+def failed_job_s(job: Cell, failed: CellResult) -> float:
+    """What the triage job ``job`` of the failing row ``failed`` likely takes: that
+    cell's own time per rung (a large model's triage is several of its compiles, not a
+    run's median cell), less for the rungs below its backend where its compile ended
+    (``rung_below_s``)."""
+    return job_seconds(job, job.extra[TRIAGE], failed.wall_s or 0.0, rung_below_s(failed))
+
+
 def rung_below_s(result: CellResult) -> float | None:
     """What a ladder rung below the backend likely takes for the cell of ``result``, a
     measured cell whose compile ended (it failed the accuracy check): its wall time less

@@ -262,9 +262,11 @@ def test_asking_for_triage_triages_the_failures_recorded_without_it(tmp_path, ca
     assert len(rows(db)) == 2  # triaged: skipped as recorded
 
 
-def test_a_recorded_cells_triage_job_that_would_not_fit_leaves_no_row(tmp_path, capsys):
-    """A triage job of a recorded cell judged past the time limit starts not, and writes
-    nothing: the recorded row stands for a later run, no copy of it marked interrupted."""
+def test_a_recorded_cells_triage_job_longer_than_the_run_is_not_planned(tmp_path, capsys):
+    """A triage job of a recorded cell likely to take longer than the whole run is given
+    is not planned, and writes nothing: the recorded row stands for a run given more
+    time, no copy of it marked interrupted, and the run is not one that left cells
+    unrecorded (a chunked sweep's next step would wait on it for ever)."""
     db = tmp_path / "zoo.duckdb"
     failing = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "aot_eager"]
     base = ["--device", "cpu", "--db", str(db)]
@@ -272,9 +274,21 @@ def test_a_recorded_cells_triage_job_that_would_not_fit_leaves_no_row(tmp_path, 
     (first,) = rows(db)
     # Four rungs of the recorded cell's wall time: past a limit of one second.
     assert first["wall_s"] > 0.25
+    capsys.readouterr()
     assert zoo_run([*failing, *base, "--triage", "ladder", "--time-limit", "1"]) == 0
     assert len(rows(db)) == 1
-    assert "time limit of 1 s reached: 1 cells not recorded" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "not triaging 1 recorded failing cell(s) whose ladder would likely take" in err
+    assert "past --time-limit 1 s" in err and "without a triage verdict first" not in err
+    assert "cells not recorded" not in out
+    # Given the time, the same command triages it.
+    assert zoo_run([*failing, *base, "--triage", "ladder", "--time-limit", "600"]) == 0
+    assert [
+        row["triage_rung"] for row in rows(db, "SELECT * FROM results ORDER BY recorded_at")
+    ] == [
+        None,
+        "fails in dynamo",
+    ]
 
 
 def test_a_triage_job_past_the_time_limit_is_left_for_the_next_run(tmp_path):

@@ -609,13 +609,21 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         if untriaged and not args.force:
             # Cells rerun for no other reason get their triage job alone, first.
             only = plan.triage_only
-            plan = triage_first(plan, store.latest_results(sorted(only)), args.triage)
-            if only:
+            plan = triage_first(
+                plan, store.latest_results(sorted(only)), args.triage, args.time_limit
+            )
+            if too_long := plan.triage_too_long:
+                console.print(
+                    f"not triaging {len(too_long)} recorded failing cell(s) whose ladder would "
+                    f"likely take {min(too_long.values()):.0f} s or more, past --time-limit "
+                    f"{args.time_limit:g} s: their rows stand; a run given more time triages them"
+                )
+            if only := only - too_long.keys():
                 console.print(
                     f"triaging {len(only)} recorded failing cell(s) without a triage verdict "
                     f"first (--triage {args.triage}): the ladder only, their measurements stand"
                 )
-            rerun = len(untriaged) - len(only)
+            rerun = len(untriaged) - len(plan.triage_only)
             if rerun:
                 console.print(
                     f"rerunning {rerun} recorded failing cell(s) without a triage verdict, "

@@ -45,9 +45,8 @@ from runner.schedule.memory import Deferring, MemoryBudget
 from runner.triage import (
     RECORDED,
     TRIAGE,
-    job_seconds,
+    failed_job_s,
     job_timeout,
-    rung_below_s,
     wants_triage,
 )
 from runner.triage import merge as merge_triage
@@ -940,13 +939,9 @@ def _recorded_job(cell: Cell) -> tuple[Cell, CellResult]:
 
 
 def _triage_s(job: Cell, held: dict[str, CellResult]) -> float:
-    """What a triage job likely takes: it runs its failing cell once per rung, so that
-    cell's own time per rung (a large model's triage is several of its compiles, not
-    the run's median cell), less for the rungs below its backend where its compile
-    ended (``rung_below_s``): priced as four whole cells, a large model's job would
-    never fit a chunked sweep's time limit."""
-    failed = held[job.key]
-    return job_seconds(job, job.extra[TRIAGE], failed.wall_s or 0.0, rung_below_s(failed))
+    """What a triage job likely takes (``runner.triage.failed_job_s``): priced as four
+    whole cells, a large model's job would never fit a chunked sweep's time limit."""
+    return failed_job_s(job, held[job.key])
 
 
 def _stack_dump(log: str) -> str | None:
