@@ -25,7 +25,9 @@ with a caveat still passed.
   smaller batch it ran at, may be theirs, not the model's;
 - autotuning reused: a max-autotune cell that compiled with the kernel choices its
   model's other max-autotune cell of the run had tuned: its compile time leaves the
-  tuning out.
+  tuning out;
+- outlasted the run's time limit: a `timeout` stopped at the end of a time-limited run
+  (a sweep's chunk) that it could not end within, its own timeout not reached.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from dashboard.text import plain
 from runner.backends.registry import ANY_MODE, BACKENDS
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
+from runner.matrix.results import OUTLASTED_RUN
 
 # The labels of the prepared tables' `timing` and `bound` columns.
 LAUNCH_BOUND = "launch-bound"
@@ -258,6 +261,16 @@ def _tuning_reused(cell: Mapping) -> str:
     )
 
 
+def _outlasted(cell: Mapping) -> str:
+    return (
+        "**Outlasted the run's time limit**: this cell was stopped in its phase "
+        f"{plain(str(cell.get('error_phase') or '–'))} when the time-limited run it was "
+        "part of (a sweep's chunk) ended; its own timeout was not reached. The `timeout` "
+        "is the run's length, not the model's: `zoo-run --retry-failed` without "
+        "`--time-limit` measures it."
+    )
+
+
 _README_RECORDED = Doc("README.md", "What is recorded")
 _XLA_TRUST = Doc("docs/xla-h200.md", "The bf16 XLA speedups, and how far to trust them")
 _NOT_XLA = f"backend NOT IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
@@ -329,6 +342,13 @@ CAVEATS: tuple[Caveat, ...] = (
         Doc("README.md", "How a cell is measured"), _tuning_reused,
         "a max-autotune cell that compiled with the kernel choices its model's other "
         "max-autotune cell of the run had tuned: its compile time leaves the tuning out",
+    ),
+    Caveat(
+        "outlasted-run", "outlasted the run's time limit", "run too short",
+        f"status = 'timeout' AND coalesce(error_type = '{OUTLASTED_RUN}', false)",
+        Doc("docs/PERFORMANCE.md", "Cells that outlast a chunk"), _outlasted,
+        "a timeout stopped at the end of a time-limited run (a sweep's chunk) it could not "
+        "end within, its own timeout not reached: the run's length, not the model's",
     ),
 )  # fmt: skip
 BY_KEY = {caveat.key: caveat for caveat in CAVEATS}

@@ -221,6 +221,7 @@ def skip_recorded(
     crowded: Collection[str] = (),
     crashed_alike: Collection[str] = (),
     built_oom: Collection[str] = (),
+    outlasted: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -238,7 +239,9 @@ def skip_recorded(
     ``crashed_alike``: keys whose process died the same way in their last two attempts
     (``Store.crashed_alike``), which ``retry_failed`` does not rerun; nor ``built_oom``:
     keys that ran out of memory building their model, uncrowded
-    (``Store.out_of_memory_building``).
+    (``Store.out_of_memory_building``); nor ``outlasted``: keys stopped at the end of a
+    time-limited run they could not end within (``Store.outlasted_time_limit``), for a
+    run with a time limit to give.
     """
     if force:
         return plan
@@ -252,6 +255,7 @@ def skip_recorded(
             and _more_time(cell, timed_out or {})
             and cell.key not in crashed_alike
             and cell.key not in built_oom
+            and cell.key not in outlasted
         )
         measure = cell.key in disturbed or retry
         if status is None or triage or measure:

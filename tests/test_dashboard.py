@@ -1317,6 +1317,33 @@ def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_pat
     )
 
 
+def test_a_timeout_that_outlasted_its_run_has_a_caveat_and_a_plain_timeout_none(tmp_path):
+    """A timeout stopped at the end of a time-limited run it could not end within is the
+    run's length, not the model's: marked so, with its phase in the reason; a cell that
+    ran out of its own --timeout is not."""
+    from runner.matrix.results import OUTLASTED_RUN
+
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="chunk", command="zoo-run", status="finished")
+    store.start_run(run)
+    rows_in = [
+        cell("convmixer_768_32", "convmixer", "inductor", "timeout", error_type=OUTLASTED_RUN,
+             error_phase="compile", wall_s=481.0),
+        cell("mvitv2_huge_cls", "mvitv2", "inductor", "timeout", error_type="Timeout",
+             error_phase="compile", wall_s=365.0),
+    ]  # fmt: skip
+    store.write_results(run.run_id, rows_in)
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    db = open_database(runs_dir, db_path)
+    flagged = db.con.execute(
+        "SELECT model_id FROM latest_cells WHERE list_contains(caveats, 'outlasted-run')"
+    ).fetchall()
+    assert flagged == [("timm/convmixer_768_32",)]
+    reason = caveats.BY_KEY["outlasted-run"].reason({"error_phase": "compile"})
+    assert "stopped in its phase compile" in reason and "without `--time-limit`" in reason
+
+
 def test_a_later_crowded_oom_leaves_the_measured_cell_on_the_matrix(tmp_path):
     """A cell that passed, then ran out of memory beside other processes in a later run,
     shows its pass in the Matrix, the per-cell views and the newest-rows view; a cell

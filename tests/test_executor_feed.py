@@ -85,3 +85,43 @@ def test_wrap_up_ends_on_time_stopping_a_cell_still_under_way(tmp_path):
     assert compiling and time.monotonic() - compiling[0] < 20
     assert executor.stopped == [hang] and executor.wrapped_up
     assert time.monotonic() - started < 120
+
+
+def test_a_cell_that_outlasts_a_time_limited_run_is_recorded_as_its_timeout(tmp_path):
+    """A cell started at the run's start and still under way 10 s after its deadline
+    could not end within any run of that length: it is stopped there with a `timeout`
+    row that says so (a chunked sweep would otherwise start it again in every chunk, and
+    never end it). A cell started later is left to its own timeout, as before."""
+    from dataclasses import replace
+
+    from runner.matrix.results import OUTLASTED_RUN, TIMEOUT
+    from runner.schedule.executor import RUN_END_GRACE_S
+
+    first = _cell("misbehaving.py:HangWhenCompiled")
+    later = replace(_cell("misbehaving.py:HangWhenCompiled", "aot_eager"), timeout_s=15.0)
+    feed = CellQueue()
+    feed.put([first])
+    results: list = []
+    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
+
+    def hand_over_later():
+        time.sleep(4.0)
+        feed.put([later])
+
+    helper = threading.Thread(target=hand_over_later)
+    helper.start()
+    started = time.monotonic()
+    try:
+        executor.run(feed, on_result=results.append, deadline=started + 8.0)
+    finally:
+        helper.join()
+    by_backend = {result.backend: result for result in results}
+    assert sorted(by_backend) == ["aot_eager", "eager"]
+    cut = by_backend["eager"]
+    assert (cut.status, cut.error_type) == (TIMEOUT, OUTLASTED_RUN)
+    assert 8.0 + RUN_END_GRACE_S <= cut.wall_s < 8.0 + RUN_END_GRACE_S + 5
+    assert "when the run's --time-limit ended it" in cut.error_message
+    assert "its own --timeout, 300 s, was not reached" in cut.error_message
+    own = by_backend["aot_eager"]
+    assert (own.status, own.error_type) == (TIMEOUT, "Timeout")
+    assert own.error_message.startswith("no result after 15 s")

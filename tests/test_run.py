@@ -390,6 +390,34 @@ def test_an_oom_building_the_model_is_neither_halved_nor_retried(tmp_path, capsy
     assert Store(db).out_of_memory_building([row["cell_key"]]) == set()
 
 
+def test_a_timeout_that_outlasted_a_time_limited_run_is_rerun_only_without_one(tmp_path, capsys):
+    """A `timeout` row stopped at the end of a time-limited run it could not end within
+    (the executor's OUTLASTED_RUN) is not rerun by `--retry-failed` in another such run,
+    which could not measure it either, and is by one without a time limit, whatever it
+    ran: its own --timeout was never reached."""
+    from runner.matrix.results import OUTLASTED_RUN
+
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{FIXTURES / 'toy_models.py'}:TinyMLP", "--backends", "eager"]
+    args += ["--device", "cpu", "--db", str(db)]
+    assert main(args) == 0
+    [row] = rows(db)
+    with Store(db).connection() as con:
+        con.execute(
+            "UPDATE results SET status = 'timeout', error_type = ?, wall_s = 480",
+            [OUTLASTED_RUN],
+        )
+    assert Store(db).outlasted_time_limit([row["cell_key"]]) == {row["cell_key"]}
+    capsys.readouterr()
+    assert main([*args, "--retry-failed", "--time-limit", "600"]) == 0
+    captured = capsys.readouterr()
+    assert "not rerunning 1 recorded timeout(s) (--retry-failed): each outlasted" in captured.err
+    assert "nothing to run" in captured.out
+    assert len(rows(db)) == 1
+    assert main([*args, "--retry-failed"]) == 0
+    assert [r["status"] for r in rows(db)] == ["timeout", "pass"]
+
+
 def test_sigusr1_wraps_the_run_up_and_the_same_command_resumes(tmp_path):
     """A batch job's warning before its end (SIGUSR1): no new cell starts, one still
     under way at the wrap-up's end is stopped, the run ends as finished with a line that

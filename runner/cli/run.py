@@ -7,6 +7,7 @@ import math
 import os
 import shlex
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 
@@ -365,10 +366,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive(float),
         default=None,
         metavar="SECONDS",
-        help="start no cell that would likely end after this long, judged by the median "
-        "time of the cells this run finished (the cells under way finish): the run ends "
-        "near the limit, for jobs with a hard one; the same command later resumes with "
-        "the cells left: sweeps in chunks of a fixed length",
+        help="start no cell that would likely end after this long from the command's "
+        "start, judged by the median time of the cells this run finished (the cells under "
+        "way finish, but one that has run 90%% of the run is stopped 10 s after the limit "
+        "as a timeout: no run this long can measure it): the run ends near the limit, for "
+        "jobs with a hard one; the same command later resumes with the cells left: sweeps "
+        "in chunks of a fixed length",
     )
     run.add_argument(
         "--wrap-up",
@@ -462,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
 def _run(args, argv: list[str] | None) -> int:
     from runner import env as environment
 
+    # --time-limit counts from here, planning included: a chunk's hard stop comes that
+    # long after the command's start (benchmarks/sweep_chunk.py).
+    args.entered = time.monotonic()
     console = _console(stderr=True)
     out = _console(stderr=False)
     if args.ray_address and args.executor != "ray":
@@ -570,6 +576,13 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         timed_out = store.timed_out(keys) if args.retry_failed else {}
         crashed = store.crashed_alike(keys) if args.retry_failed else set()
         built_oom = store.out_of_memory_building(keys) if args.retry_failed else set()
+        # A timeout that outlasted a time-limited run (its own --timeout not reached) is
+        # rerun by a run without a time limit, whatever it ran, and by no other.
+        outlasted = store.outlasted_time_limit(keys) if args.retry_failed else set()
+        if args.time_limit is None:
+            for key in outlasted:
+                timed_out.pop(key, None)
+            outlasted = set()
         plan = skip_recorded(
             plan,
             recorded,
@@ -581,14 +594,21 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             crowded=store.crowded(keys) if args.retry_failed else (),
             crashed_alike=crashed,
             built_oom=built_oom,
+            outlasted=outlasted,
         )
-        kept = [cell for cell in plan.skipped if cell.key in timed_out]
+        kept = [cell for cell in plan.skipped if cell.key in timed_out.keys() - outlasted]
         if kept and not args.force:
             ran = max(timed_out[cell.key] or 0.0 for cell in kept)
             console.print(
                 f"not rerunning {len(kept)} recorded timeout(s) (--retry-failed): each had "
                 f"no more time than this run gives it (they ran up to {ran:.0f} s); a "
                 "--timeout above that reruns them"
+            )
+        if outlasted and not args.force:
+            console.print(
+                f"not rerunning {len(outlasted)} recorded timeout(s) (--retry-failed): each "
+                "outlasted a time-limited run, its own --timeout not reached; a run without "
+                "--time-limit reruns them"
             )
         if crashed and not args.force:
             console.print(
@@ -782,7 +802,11 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             on_started=on_started,
             on_note=console.print,
             retry=smaller_batch,
-            stop_after_s=args.time_limit,
+            stop_after_s=(
+                None
+                if args.time_limit is None
+                else max(0.0, args.time_limit - (time.monotonic() - args.entered))
+            ),
             cluster=cluster,
             on_node=on_node,
             wrap_up_s=args.wrap_up,

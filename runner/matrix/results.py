@@ -37,6 +37,10 @@ RETRY_STATUSES = (CRASH, TIMEOUT, OOM)
 TRIAGED_STATUSES = (COMPILE_ERROR, FAIL_ACCURACY, CRASH)
 # The triage_rung of a failing cell whose triage job the run's end cut off.
 TRIAGE_INTERRUPTED = "triage interrupted"
+# The error type of a ``timeout`` row stopped at the end of a time-limited run that it
+# could not end within (runner.schedule.executor.LONG_CELL_SHARE), its own timeout not
+# reached: --retry-failed reruns it only in a run without --time-limit.
+OUTLASTED_RUN = "OutlastedTimeLimit"
 # How an out-of-memory cell's note begins when other processes held most of the device's
 # memory: the cell did not run out on its own (a parallel sweep's neighbour did it).
 CROWDED = "out of memory beside other processes"

@@ -32,6 +32,7 @@ from runner.matrix.results import (
     CRASH,
     CROWDED,
     FAIL_ACCURACY,
+    OUTLASTED_RUN,
     PASS,
     TIMEOUT,
     TRIAGE_INTERRUPTED,
@@ -87,6 +88,16 @@ CROWDED_RESERVE_SHARE = 0.2
 # quartile 129 s).
 CROWDED_QUANTILE = 0.75
 STOPPED = "stopped"
+# A cell still under way RUN_END_GRACE_S after a time-limited run's deadline that has
+# run LONG_CELL_SHARE of the run or more could not end within a run of that length: it
+# is stopped there and recorded as a ``timeout`` of error type ``OUTLASTED_RUN``. Left
+# without a row (as a Ctrl-C leaves the cells under way), it would start again first
+# in every chunk of a sweep and never end, holding a worker each time; a chunk's next
+# step would never start. Cells started later are left to the chunk's own stop, and
+# rerun by the next chunk, where they start early. The grace keeps the stop before a
+# chunk's (benchmarks/sweep_chunk.py: 30 s after --time-limit).
+RUN_END_GRACE_S = 10.0
+LONG_CELL_SHARE = 0.9
 # The phase during which, with --quiet-timing, every other busy worker is stopped.
 QUIET_PHASE = TIMING
 
@@ -320,6 +331,9 @@ class Executor:
         # sooner one holds. Whether the last run() was asked to wrap up.
         self._cut: float | None = None
         self.wrapped_up = False
+        # For the run() under way with a deadline: when a cell still under way is one
+        # that outlasts it (``LONG_CELL_SHARE``): (submitted by, still running at).
+        self._outlasted_at: tuple[float, float] | None = None
         # The cells the last run() stopped at its wrap-up's end, still under way then,
         # that got no result.
         self.stopped: list[Cell] = []
@@ -450,6 +464,11 @@ class Executor:
         feed = Deferring(cells if isinstance(cells, CellFeed) else _ListFeed(cells))
         self.memory = MemoryBudget(self.memory_gib)
         run_started = time.monotonic()
+        self._outlasted_at = None
+        if deadline is not None:
+            # (start, end): a cell submitted before start is still under way at end.
+            end = deadline + RUN_END_GRACE_S
+            self._outlasted_at = (end - LONG_CELL_SHARE * (end - run_started), end)
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
         # Failing results waiting for their triage job, by cell key.
@@ -766,6 +785,10 @@ class Executor:
                 return self._timed_out(worker, STARTUP_LIMIT_S)
         elif running.elapsed_s(now) > running.cell.timeout_s:
             return self._timed_out(worker, running.cell.timeout_s)
+        if self._outlasted_at is not None:
+            start, end = self._outlasted_at
+            if now >= end and running.submitted <= start:
+                return self._outlasted(worker, now - running.submitted)
         return None
 
     def _finished(self, worker: Worker) -> CellResult:
@@ -798,6 +821,19 @@ class Executor:
         worker.kill(dump_stacks=True)
         message = f"no result after {limit_s:.0f} s; it was in phase '{running.phase}'"
         return self._process_failure(worker, TIMEOUT, "Timeout", message)
+
+    def _outlasted(self, worker: Worker, ran_s: float) -> CellResult:
+        """A cell stopped at the end of a time-limited run it could not end within."""
+        running = worker.running
+        assert running is not None
+        worker.kill(dump_stacks=True)
+        message = (
+            f"no result after {ran_s:.0f} s, when the run's --time-limit ended it; it was in "
+            f"phase '{running.phase}'. A run of that length cannot measure it (its own "
+            f"--timeout, {running.cell.timeout_s:.0f} s, was not reached); one without "
+            "--time-limit can (--retry-failed)"
+        )
+        return self._process_failure(worker, TIMEOUT, OUTLASTED_RUN, message)
 
     def _process_failure(self, worker: Worker, status: str, what: str, message: str) -> CellResult:
         running = worker.running

@@ -26,6 +26,7 @@ from runner.matrix.process import alive
 from runner.matrix.results import (
     CRASH,
     OOM,
+    OUTLASTED_RUN,
     STATUSES,
     TIMEOUT,
     TRIAGE_INTERRUPTED,
@@ -396,6 +397,15 @@ class Store:
             key: wall_s
             for key, status, wall_s in self._latest(cell_keys, "status, wall_s")
             if status == TIMEOUT
+        }
+
+    def outlasted_time_limit(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose latest row is a ``timeout`` stopped at the end of a time-limited
+        run it could not end within (``runner.matrix.results.OUTLASTED_RUN``)."""
+        return {
+            key
+            for key, status, error_type in self._latest(cell_keys, "status, error_type")
+            if status == TIMEOUT and error_type == OUTLASTED_RUN
         }
 
     def crashed_alike(self, cell_keys: list[str]) -> set[str]:
