@@ -1317,29 +1317,38 @@ def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_pat
     )
 
 
+def _flagged(tmp_path, rows_in, key: str, column: str = "model_id") -> list:
+    """``column`` of the newest rows that carry caveat ``key``, once ``rows_in`` are
+    recorded in a run of their own beside the test sweep."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="flagged", command="zoo-run", status="finished")
+    store.start_run(run)
+    store.write_results(run.run_id, rows_in)
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    db = open_database(runs_dir, db_path)
+    return [
+        value
+        for (value,) in db.con.execute(
+            f"SELECT {column} FROM latest_cells WHERE list_contains(caveats, ?) ORDER BY 1",
+            [key],
+        ).fetchall()
+    ]
+
+
 def test_a_timeout_that_outlasted_its_run_has_a_caveat_and_a_plain_timeout_none(tmp_path):
     """A timeout stopped at the end of a time-limited run it could not end within is the
     run's length, not the model's: marked so, with its phase in the reason; a cell that
     ran out of its own --timeout is not."""
     from runner.matrix.results import OUTLASTED_RUN
 
-    runs_dir, db_path = build(tmp_path)
-    store = Store.open(db_path)
-    run = RunRecord(label="chunk", command="zoo-run", status="finished")
-    store.start_run(run)
     rows_in = [
         cell("convmixer_768_32", "convmixer", "inductor", "timeout", error_type=OUTLASTED_RUN,
              error_phase="compile", wall_s=481.0),
         cell("mvitv2_huge_cls", "mvitv2", "inductor", "timeout", error_type="Timeout",
              error_phase="compile", wall_s=365.0),
     ]  # fmt: skip
-    store.write_results(run.run_id, rows_in)
-    store.finish_run(run.run_id, "finished", len(rows_in))
-    db = open_database(runs_dir, db_path)
-    flagged = db.con.execute(
-        "SELECT model_id FROM latest_cells WHERE list_contains(caveats, 'outlasted-run')"
-    ).fetchall()
-    assert flagged == [("timm/convmixer_768_32",)]
+    assert _flagged(tmp_path, rows_in, "outlasted-run") == ["timm/convmixer_768_32"]
     reason = caveats.BY_KEY["outlasted-run"].reason({"error_phase": "compile"})
     assert "stopped in its phase compile" in reason and "without `--time-limit`" in reason
 
@@ -1418,10 +1427,6 @@ def test_the_store_and_every_dashboard_view_pick_the_same_row_on_a_tie(tmp_path)
 def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_path):
     """Only the cell whose notes say it reused its partner's tuning: its compile time
     leaves autotuning out, and Model detail says so with its number."""
-    runs_dir, db_path = build(tmp_path)
-    store = Store.open(db_path)
-    run = RunRecord(label="tuned", command="zoo-run", status="finished")
-    store.start_run(run)
     rows_in = []
     for mode, notes in (
         ("max-autotune", None),
@@ -1431,13 +1436,7 @@ def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_
         row.mode, row.notes = mode, notes
         row.cell_key = cell_key({name: getattr(row, name) for name in KEY_FIELDS})
         rows_in.append(row)
-    store.write_results(run.run_id, rows_in)
-    store.finish_run(run.run_id, "finished", len(rows_in))
-    db = open_database(runs_dir, db_path)
-    flagged = db.con.execute(
-        "SELECT mode FROM latest_cells WHERE list_contains(caveats, 'tuning-reused')"
-    ).fetchall()
-    assert flagged == [("max-autotune-no-cudagraphs",)]
+    assert _flagged(tmp_path, rows_in, "tuning-reused", "mode") == ["max-autotune-no-cudagraphs"]
     caveat = caveats.BY_KEY["tuning-reused"]
     assert "12.0 s" in caveat.reason({"compile_s": 12.0})
     assert f"## {caveat.doc.heading}" in (ROOT / caveat.doc.path).read_text()
