@@ -262,6 +262,24 @@ def test_asking_for_triage_triages_the_failures_recorded_without_it(tmp_path, ca
     assert len(rows(db)) == 2  # triaged: skipped as recorded
 
 
+def test_a_recorded_failure_the_ladder_cannot_place_is_not_said_to_be_triaged(tmp_path, capsys):
+    """An export cell's failure gets no triage verdict (the ladder is torch.compile's):
+    asking for triage leaves its row be, and says nothing of rerunning it (each core
+    chunk on the H200 said "rerunning 2 recorded failing cell(s) ... to triage them" of
+    two XLA rows it then skipped)."""
+    db = tmp_path / "zoo.duckdb"
+    failing = ["--module", f"{BREAKING}:OpWithoutFakeKernel", "--backends", "export"]
+    base = ["--device", "cpu", "--db", str(db)]
+    assert zoo_run([*failing, *base]) == 0
+    (first,) = rows(db)
+    assert first["status"] == "compile_error" and first["triage_rung"] is None
+    capsys.readouterr()
+    assert zoo_run([*failing, *base, "--triage", "ladder"]) == 0
+    out, err = capsys.readouterr()
+    assert "triage" not in err and "nothing to run" in out
+    assert len(rows(db)) == 1
+
+
 def test_a_recorded_cells_triage_job_longer_than_the_run_is_not_planned(tmp_path, capsys):
     """A triage job of a recorded cell likely to take longer than the whole run is given
     is not planned, and writes nothing: the recorded row stands for a run given more

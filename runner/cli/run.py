@@ -570,8 +570,10 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if store is not None:
         keys = [cell.key for cell in plan.cells]
         recorded = store.latest_by_key(keys)
-        # Asking for triage triages the recorded failures that have none yet.
-        untriaged = store.untriaged(keys, TRIAGED_STATUSES) if args.triage != "none" else set()
+        # Asking for triage triages the recorded failures that have none yet, of the
+        # backends the ladder can place (an export or XLA failure has no verdict to get).
+        laddered = [cell.key for cell in plan.cells if backends.get(cell.config.backend).ladder]
+        untriaged = store.untriaged(laddered, TRIAGED_STATUSES) if args.triage != "none" else set()
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
         timed_out = store.timed_out(keys) if args.retry_failed else {}
         crashed = store.crashed_alike(keys) if args.retry_failed else set()
