@@ -87,15 +87,20 @@ def test_wrap_up_ends_on_time_stopping_a_cell_still_under_way(tmp_path):
     assert time.monotonic() - started < 120
 
 
-def test_a_cell_that_outlasts_a_time_limited_run_is_recorded_as_its_timeout(tmp_path):
-    """A cell started at the run's start and still under way 10 s after its deadline
-    could not end within any run of that length: it is stopped there with a `timeout`
-    row that says so (a chunked sweep would otherwise start it again in every chunk, and
-    never end it). A cell started later is left to its own timeout, as before."""
+def test_a_cell_that_outlasts_a_time_limited_run_is_recorded_as_its_timeout(tmp_path, monkeypatch):
+    """A cell whose own clock ran most of the run and is still under way 10 s after its
+    deadline could not end within any run of that length: it is stopped there with a
+    `timeout` row that says so (a chunked sweep would otherwise start it again in every
+    chunk, and never end it). A cell started later is left to its own timeout, as
+    before. (Half the run here, not nine tenths: a worker's start, which its clock
+    leaves out, takes seconds of this short run.)"""
     from dataclasses import replace
 
     from runner.matrix.results import OUTLASTED_RUN, TIMEOUT
+    from runner.schedule import executor as executor_module
     from runner.schedule.executor import RUN_END_GRACE_S
+
+    monkeypatch.setattr(executor_module, "LONG_CELL_SHARE", 0.5)
 
     first = _cell("misbehaving.py:HangWhenCompiled")
     later = replace(_cell("misbehaving.py:HangWhenCompiled", "aot_eager"), timeout_s=15.0)
@@ -105,7 +110,7 @@ def test_a_cell_that_outlasts_a_time_limited_run_is_recorded_as_its_timeout(tmp_
     executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
 
     def hand_over_later():
-        time.sleep(4.0)
+        time.sleep(7.0)
         feed.put([later])
 
     helper = threading.Thread(target=hand_over_later)

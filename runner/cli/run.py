@@ -368,8 +368,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="start no cell that would likely end after this long from the command's "
         "start, judged by the median time of the cells this run finished (the cells under "
-        "way finish, but one that has run 90%% of the run is stopped 10 s after the limit "
-        "as a timeout: no run this long can measure it): the run ends near the limit, for "
+        "way finish, but one whose own clock ran 90%% of the run is stopped 10 s after the "
+        "limit as a timeout: no run this long can measure it): the run ends near the limit, for "
         "jobs with a hard one; the same command later resumes with the cells left: sweeps "
         "in chunks of a fixed length",
     )

@@ -88,13 +88,15 @@ CROWDED_RESERVE_SHARE = 0.2
 # quartile 129 s).
 CROWDED_QUANTILE = 0.75
 STOPPED = "stopped"
-# A cell still under way RUN_END_GRACE_S after a time-limited run's deadline that has
-# run LONG_CELL_SHARE of the run or more could not end within a run of that length: it
-# is stopped there and recorded as a ``timeout`` of error type ``OUTLASTED_RUN``. Left
-# without a row (as a Ctrl-C leaves the cells under way), it would start again first
-# in every chunk of a sweep and never end, holding a worker each time; a chunk's next
-# step would never start. Cells started later are left to the chunk's own stop, and
-# rerun by the next chunk, where they start early. The grace keeps the stop before a
+# A cell still under way RUN_END_GRACE_S after a time-limited run's deadline whose own
+# clock (its time less its waits for the GPU's lock) has run LONG_CELL_SHARE of the run
+# or more could not end within a run of that length, however quiet: it is stopped there
+# and recorded as a ``timeout`` of error type ``OUTLASTED_RUN``. Left without a row (as
+# a Ctrl-C leaves the cells under way), it would start again first in every chunk of a
+# sweep and never end, holding a worker each time; a chunk's next step would never
+# start. A cell that spent the run waiting for the lock (max-autotune's tuners queue on
+# it: 12 of 14 cells of run 5296f2eb were still compiling at its end) is left to the
+# chunk's own stop, as before, and rerun by the next. The grace keeps this stop before a
 # chunk's (benchmarks/sweep_chunk.py: 30 s after --time-limit).
 RUN_END_GRACE_S = 10.0
 LONG_CELL_SHARE = 0.9
@@ -332,7 +334,7 @@ class Executor:
         self._cut: float | None = None
         self.wrapped_up = False
         # For the run() under way with a deadline: when a cell still under way is one
-        # that outlasts it (``LONG_CELL_SHARE``): (submitted by, still running at).
+        # that outlasts it (``LONG_CELL_SHARE``): (at, its own clock past).
         self._outlasted_at: tuple[float, float] | None = None
         # The cells the last run() stopped at its wrap-up's end, still under way then,
         # that got no result.
@@ -466,9 +468,8 @@ class Executor:
         run_started = time.monotonic()
         self._outlasted_at = None
         if deadline is not None:
-            # (start, end): a cell submitted before start is still under way at end.
             end = deadline + RUN_END_GRACE_S
-            self._outlasted_at = (end - LONG_CELL_SHARE * (end - run_started), end)
+            self._outlasted_at = (end, LONG_CELL_SHARE * (end - run_started))
         again: deque[Cell] = deque()
         earlier: dict[str, list[str]] = {}
         # Failing results waiting for their triage job, by cell key.
@@ -785,9 +786,10 @@ class Executor:
                 return self._timed_out(worker, STARTUP_LIMIT_S)
         elif running.elapsed_s(now) > running.cell.timeout_s:
             return self._timed_out(worker, running.cell.timeout_s)
-        if self._outlasted_at is not None:
-            start, end = self._outlasted_at
-            if now >= end and running.submitted <= start:
+        if self._outlasted_at is not None and running.clock_start is not None:
+            end, long_s = self._outlasted_at
+            # Judged by its clock at the end (not since: the chunk's stop comes soon).
+            if now >= end and running.elapsed_s(now) - (now - end) >= long_s:
                 return self._outlasted(worker, now - running.submitted)
         return None
 
