@@ -4,7 +4,8 @@ Reads the shipped parquet runs (and/or a database) and prints: pass rate per sui
 family, the speedup distribution (wall-clock and GPU time), the commonest failure
 signatures and graph-break types, the models slower compiled than eager, and the
 launch-bound and disturbed shares. Every figure is over the newest row of each headline cell (inductor
-default, dynamic false, bf16, inference, CUDA)::
+default, dynamic false, bf16, inference, CUDA), but the last table's: the core set's
+models across its columns, each against the headline's speedup::
 
     python benchmarks/zoo_report.py > docs/zoo-h200.md
 """
@@ -22,7 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
-from runner.matrix import break_types  # noqa: E402
+from runner.matrix import break_types, columns  # noqa: E402
+from runner.matrix.cells import CellConfig  # noqa: E402
 from runner.matrix.labels import (  # noqa: E402
     DISTURBED_RATIO,
     LAUNCH_BOUND_RATIO,
@@ -30,6 +32,7 @@ from runner.matrix.labels import (  # noqa: E402
 )
 from runner.matrix.results import CROWDED  # noqa: E402
 from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
+from zoo.catalog import select  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
 TOP = 15
@@ -195,7 +198,58 @@ def main() -> int:
         f"AND backend IN ({LADDER}) GROUP BY 1 ORDER BY 2 DESC, 1"
     ).fetchall():
         print(f"| {rung} | {cells} | {models} |")
+    _core_columns(con)
     return 0
+
+
+def _core_columns(con) -> None:
+    """Each column of the core set (``--configs @core``) over the ``@core`` models: how
+    many cells are recorded and pass, their geomean speedups over eager (wall-clock and
+    GPU time), and, over the models that pass both, how the column compares with the
+    headline's inductor default: a geomean of each model's speedup here over its speedup
+    there (above 1: this column is faster than inductor's default on those models)."""
+    models = [spec.id for spec in select(["@core"])]
+    rows = con.execute(
+        "SELECT backend, mode, dynamic, precision, step, model_id, status, speedup, "
+        "gpu_speedup FROM latest_results WHERE device = 'cuda' "
+        "AND list_contains($models, model_id) ORDER BY recorded_at DESC",
+        {"models": models},
+    ).fetchall()
+    # One row per model and column (another batch or size of a column counts once).
+    newest: dict[tuple[CellConfig, str], tuple[str, float | None, float | None]] = {}
+    for *axes, model_id, status, speedup, gpu_speedup in rows:
+        newest.setdefault((CellConfig(*axes), model_id), (status, speedup, gpu_speedup))
+    headline = columns.columns("@headline")[0]
+    base = {
+        model: speedup
+        for (column, model), (status, speedup, _) in newest.items()
+        if column == headline and status == "pass" and speedup
+    }
+    print(
+        f"\n## The core set across its columns\n\nThe {len(models)} `@core` models in each "
+        "column of `--configs @core` recorded so far (data/runs/README.md has what is "
+        "left), the newest row of each. Speedups are over eager in the same cell; "
+        '"vs inductor default" is the geomean, over the models passing both, of each '
+        "model's speedup in the column over its speedup in the headline column.\n\n"
+        "| config | recorded | pass | wall-clock | GPU time | vs inductor default (models) |\n"
+        "| --- | --- | --- | --- | --- | --- |"
+    )
+    for column in columns.columns("@core"):
+        cells = {m: v for (c, m), v in newest.items() if c == column}
+        if not cells:
+            print(f"| {column.label()} | 0 | - | - | - | - |")
+            continue
+        passed = {m: v for m, v in cells.items() if v[0] == "pass"}
+        wall = geomean([v[1] for v in passed.values() if v[1]])
+        gpu = geomean([v[2] for v in passed.values() if v[2]])
+        ratios = [v[1] / base[m] for m, v in passed.items() if v[1] and m in base]
+        versus = geomean(ratios) if column != headline else None
+        shown = [f"{x:.2f}x" if x else "-" for x in (wall, gpu)]
+        against = f"{versus:.2f}x ({len(ratios)})" if versus else "-"
+        print(
+            f"| {column.label()} | {len(cells)} | {len(passed)} | {shown[0]} | {shown[1]} | "
+            f"{against} |"
+        )
 
 
 def _accuracy_margins(con) -> None:

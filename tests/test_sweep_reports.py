@@ -5,6 +5,7 @@ the parquet read independently."""
 from __future__ import annotations
 
 import functools
+import math
 import re
 import subprocess
 import sys
@@ -196,3 +197,45 @@ def test_the_report_names_the_oom_rows_that_were_crowded():
         return
     (line,) = re.findall(r"^Of the failing cells, (\d+) `oom` rows .*: (.*)\.$", out, re.M)
     assert int(line[0]) == len(expected) and line[1].split(", ") == expected
+
+
+def test_the_core_table_counts_each_column_and_compares_it_with_the_headline():
+    out = _script("zoo_report.py")
+    section = out.split("## The core set across its columns", 1)[1]
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line.strip("| ").split(" | ")
+        for line in section.splitlines()
+        if line.startswith("| ") and not line.startswith("| config") and "---" not in line
+    }
+    core = {spec.id for spec in select(["@core"])}
+    assert set(rows) == {column.label() for column in columns.columns("@core")}
+    headline = columns.columns("@headline")[0]
+
+    def newest(column) -> dict[str, tuple]:
+        """model -> (status, speedup) of its newest CUDA row of ``column``, from parquet."""
+        found = duckdb.sql(
+            f"SELECT model_id, status, speedup FROM read_parquet('{RUNS}/*/results.parquet', "
+            "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
+            "AND dynamic = $3 AND precision = $4 AND step = $5 "
+            "QUALIFY row_number() OVER (PARTITION BY model_id ORDER BY recorded_at DESC) = 1",
+            params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
+        ).fetchall()
+        return {model: (status, speedup) for model, status, speedup in found if model in core}
+
+    base = {m: s for m, (status, s) in newest(headline).items() if status == "pass" and s}
+    checked = 0
+    for column in columns.columns("@core"):
+        cells = newest(column)
+        _, recorded, passed, *_, versus = rows[column.label()]
+        assert int(recorded) == len(cells)
+        if not cells:
+            continue
+        assert int(passed) == sum(status == "pass" for status, _ in cells.values())
+        ratios = [
+            s / base[m] for m, (status, s) in cells.items() if status == "pass" and s and m in base
+        ]
+        if column != headline and ratios:
+            mean = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            assert versus == f"{mean:.2f}x ({len(ratios)})", column.label()
+            checked += 1
+    assert checked >= 3
