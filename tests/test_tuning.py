@@ -174,3 +174,54 @@ def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_onc
     assert tuning.TUNING_REUSED not in (first["notes"] or "")
     assert f"{tuning.TUNING_REUSED} from this run's max-autotune cell" in second["notes"]
     assert second["started_at"] >= first["finished_at"]
+
+
+def test_tuning_overlap_counts_keys_an_earlier_model_tuned():
+    """benchmarks/tuning_overlap.py: each model's GEMM/convolution keys on the meta device,
+    and the hits a run-wide pool would have in feed order."""
+    from benchmarks import tuning_overlap as overlap
+
+    cells = overlap.headline_cells(select(["test_resnet", "test_efficientnet"]))
+    assert [c.run_batch_size for c in cells] == [64, 64]  # the headline column's batch
+    resnet, effnet = (overlap.measure_cell(cell, timeout_s=30) for cell in cells)
+    assert resnet.keys and effnet.keys, (resnet.skipped, effnet.skipped)
+    assert {key[0] for key in resnet.keys} >= {"convolution", "addmm"}
+    # Autocast's dtype, not the fp32 the model runs in on meta.
+    assert all(t[1] == "bf16" for key in resnet.keys for t in key[1] if t)
+    again = overlap.Measured("timm/test_resnet_again", "timm", resnet.keys)
+    failed = overlap.Measured("hf/Broken", "hf", None, "RuntimeError")
+    result = overlap.overlap([resnet, failed, effnet, again])
+    both = len(resnet.keys & effnet.keys)
+    o = result["all"]
+    assert o.models == 3 and "hf" not in result
+    assert o.per_model == 2 * len(resnet.keys) + len(effnet.keys)
+    assert o.pooled == len(resnet.keys | effnet.keys)
+    assert o.hits == both + len(resnet.keys)
+    assert o.shares == [0.0, both / len(effnet.keys), 1.0]
+
+
+def test_tuning_overlap_keys_linear_and_conv_as_inductor_tunes_them():
+    """A 1x1 convolution is the matmul max-autotune makes of it; attention's own matmuls
+    are no GEMM Inductor tunes; a linear layer is an addmm in bf16."""
+    import torch
+
+    from benchmarks import tuning_overlap as overlap
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(8, 16, 1)
+            self.linear = torch.nn.Linear(16, 16)
+
+        def forward(self, x):
+            y = self.conv(x).flatten(2).transpose(1, 2)  # 2 x 9 x 16
+            y = torch.nn.functional.scaled_dot_product_attention(y, y, y)
+            return self.linear(y)
+
+    with torch.device("meta"):
+        keys, answered = overlap.forward_keys(Block(), (torch.randn(2, 8, 3, 3),))
+    assert answered == 0
+    assert keys == {
+        ("addmm", (((16,), "bf16"), ((18, 8), "bf16"), ((8, 16), "bf16")), ()),
+        ("addmm", (((16,), "bf16"), ((18, 16), "bf16"), ((16, 16), "bf16")), ()),
+    }
