@@ -239,3 +239,15 @@ def test_the_core_table_counts_each_column_and_compares_it_with_the_headline():
             assert versus == f"{mean:.2f}x ({len(ratios)})", column.label()
             checked += 1
     assert checked >= 3
+
+
+def test_the_report_counts_the_headline_cells_outside_the_selection():
+    out = _script("zoo_report.py")
+    (cells, beyond) = re.findall(
+        r"^([\d,]+) cells \(inductor default.*?and (\d+) more of models outside it", out, re.M
+    )[0]
+    headline = columns.columns("@headline")[0]
+    models = set(_latest(headline, "model_id"))
+    listed = {spec.id for spec in select(["@headline"])}
+    assert int(beyond) == len(models - listed) > 0
+    assert int(cells.replace(",", "")) == len(_latest(headline, "model_id"))
