@@ -208,17 +208,17 @@ def main() -> int:
         f"AND backend IN ({LADDER}) GROUP BY 1 ORDER BY 2 DESC, 1"
     ).fetchall():
         print(f"| {rung} | {cells} | {models} |")
-    _core_columns(con)
+    _core_columns(con, core)
     return 0
 
 
-def _core_columns(con) -> None:
+def _core_columns(con, models: list[str]) -> None:
     """Each column of the core set (``--configs @core``) over the ``@core`` models: how
     many cells are recorded and pass, their geomean speedups over eager (wall-clock and
     GPU time), and, over the models that pass both, how the column compares with the
     headline's inductor default: a geomean of each model's speedup here over its speedup
-    there (above 1: this column is faster than inductor's default on those models)."""
-    models = [spec.id for spec in select(["@core"])]
+    there (above 1: this column is faster than inductor's default on those models).
+    ``models``: the ``@core`` model ids."""
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, speedup, "
         "gpu_speedup FROM latest_results WHERE device = 'cuda' "
@@ -229,7 +229,7 @@ def _core_columns(con) -> None:
     newest: dict[tuple[CellConfig, str], tuple[str, float | None, float | None]] = {}
     for *axes, model_id, status, speedup, gpu_speedup in rows:
         newest.setdefault((CellConfig(*axes), model_id), (status, speedup, gpu_speedup))
-    headline = columns.columns("@headline")[0]
+    headline = columns.HEADLINE
     base = {
         model: speedup
         for (column, model), (status, speedup, _) in newest.items()

@@ -598,7 +598,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             built_oom=built_oom,
             outlasted=outlasted,
         )
-        kept = [cell for cell in plan.skipped if cell.key in timed_out.keys() - outlasted]
+        hung = timed_out.keys() - outlasted
+        kept = [cell for cell in plan.skipped if cell.key in hung]
         if kept and not args.force:
             ran = max(timed_out[cell.key] or 0.0 for cell in kept)
             console.print(
