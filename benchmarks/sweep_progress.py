@@ -68,10 +68,10 @@ def main() -> int:
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, wall_s, "
         "eager_ms + compiled_ms, gpu_timing_s + gpu_tuning_s FROM latest_results "
-        "WHERE device = 'cuda'"
+        "WHERE device = 'cuda' ORDER BY recorded_at DESC, result_id DESC"
     ).fetchall()
-    # Per column: each model's status (one per model: another batch or size of the same
-    # column is the same cell asked differently, and counts once); and each recorded
+    # Per column: each model's status (one per model, its newest: another batch or size
+    # of the same column is the same cell asked differently, and counts once); and each recorded
     # cell's wall seconds with the seconds it held the GPU alone (recorded, or what its
     # timing plan gives its calls), whatever its model.
     found: dict[CellConfig, dict[str, str]] = defaultdict(dict)

@@ -222,7 +222,7 @@ def _core_columns(con, models: list[str]) -> None:
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, speedup, "
         "gpu_speedup FROM latest_results WHERE device = 'cuda' "
-        "AND list_contains($models, model_id) ORDER BY recorded_at DESC",
+        "AND list_contains($models, model_id) ORDER BY recorded_at DESC, result_id DESC",
         {"models": models},
     ).fetchall()
     # One row per model and column (another batch or size of a column counts once).

@@ -15,8 +15,10 @@ import duckdb
 import pytest
 
 from runner.matrix import columns
-from runner.matrix.results import CROWDED
-from runner.store.schema import latest_row
+from runner.matrix.results import CROWDED, STATUSES
+from runner.store.db import Store
+from runner.store.schema import RunRecord, latest_row
+from tests.results import make_result
 from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -251,3 +253,36 @@ def test_the_report_counts_the_headline_cells_outside_the_selection():
     listed = {spec.id for spec in select(["@headline"])}
     assert int(beyond) == len(models - listed) > 0
     assert int(cells.replace(",", "")) == len(_latest(headline, "model_id"))
+
+
+@pytest.mark.parametrize("older, newer", [("oom", "pass"), ("pass", "oom")])
+def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer):
+    """Two batches of one model in one column are one cell asked twice: the newer
+    row's status counts, in whichever order the two were written."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    headline = columns.HEADLINE
+    axes = {
+        "backend": headline.backend,
+        "mode": headline.mode,
+        "dynamic": headline.dynamic,
+        "precision": headline.precision,
+        "step": headline.step,
+        "device": "cuda",
+        "model_id": "timm/resnet50",
+        "family": "resnet",
+        "size": "full",
+    }
+    for key, status, batch in (("first", older, 64), ("second", newer, 32)):
+        run = RunRecord(command="zoo-run", env_id="env-a", label="zoo-headline")
+        store.start_run(run)
+        store.write_results(run.run_id, [make_result(key, status, batch_size=batch, **axes)])
+        store.finish_run(run.run_id, "finished", 1)
+    empty = tmp_path / "runs"
+    empty.mkdir()
+    out = _script(
+        "sweep_progress.py", "--runs-dir", str(empty), "--db", str(db), "--models", "resnet50"
+    )
+    row = next(line for line in out.splitlines() if line.startswith(f"| {headline.label()} |"))
+    counts = dict(zip(STATUSES, (c.strip() for c in row.split("|")[4:-1]), strict=True))
+    assert counts[newer] == "1" and counts[older] == "0", row
