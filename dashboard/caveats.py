@@ -24,7 +24,8 @@ with a caveat still passed.
   processes (a parallel sweep's neighbours) held most of the GPU's: its `oom`, or the
   smaller batch it ran at, may be theirs, not the model's;
 - autotuning reused: a max-autotune cell that compiled with the kernel choices its
-  model's other max-autotune cell of the run had tuned: its compile time leaves the
+  model's other max-autotune cell of the run had tuned, or (``--tuning-pool``) that
+  earlier cells of the run had tuned for the same shapes: its compile time leaves that
   tuning out;
 - outlasted the run's time limit: a `timeout` stopped at the end of a time-limited run
   (a sweep's chunk) that it could not end within, its own timeout not reached.
@@ -251,13 +252,15 @@ def _crowded(cell: Mapping) -> str:
 
 def _tuning_reused(cell: Mapping) -> str:
     return (
-        "**Autotuning reused**: this cell compiled with the kernel choices that its "
-        "model's other max-autotune cell of the same run had tuned (Inductor's GEMM "
-        "and convolution timings and Triton's chosen configs; every kernel was still "
-        f"compiled here). Its compile time ({_number(cell, 'compile_s', '{:.1f} s')}) "
-        "leaves the autotuning out, so it reads shorter than a cold compile of this mode. "
-        "Its speedup and memory hold: both modes run the same kernels, and their "
-        "difference is the CUDA graphs'. `ZOO_COLD_TUNING=1` tunes every cell itself."
+        "**Autotuning reused**: this cell compiled with kernel choices that another cell "
+        "of the same run had tuned: its model's other max-autotune cell, or, in a run "
+        "with `--tuning-pool`, earlier cells of any model for the same GEMM, convolution "
+        "and kernel shapes (its notes say which, and how many shapes it tuned itself). "
+        "Every kernel was still compiled here. Its compile time "
+        f"({_number(cell, 'compile_s', '{:.1f} s')}) leaves that autotuning out, so it "
+        "reads shorter than a cold compile of this mode. Its speedup and memory hold: its "
+        "kernels were chosen from timings of the same shapes on the same GPU. "
+        "`ZOO_COLD_TUNING=1` tunes every cell itself."
     )
 
 
@@ -340,8 +343,9 @@ CAVEATS: tuple[Caveat, ...] = (
     Caveat(
         "tuning-reused", "autotuning reused", "tuning reused", "tuning_reused",
         Doc("README.md", "How a cell is measured"), _tuning_reused,
-        "a max-autotune cell that compiled with the kernel choices its model's other "
-        "max-autotune cell of the run had tuned: its compile time leaves the tuning out",
+        "a max-autotune cell that compiled with kernel choices another cell of the run "
+        "had tuned (its model's other max-autotune cell, or --tuning-pool's earlier "
+        "cells): its compile time leaves that tuning out",
     ),
     Caveat(
         "outlasted-run", "outlasted the run's time limit", "run too short",

@@ -108,6 +108,8 @@ def measure_cell(
         tuned_by = tuning.adopt(cell, cache_dir) if shares else None
         if tuned_by is not None:
             ctx.note(tuning.reused_note(tuned_by))
+        # Or, with --tuning-pool, what any earlier cell of the run tuned.
+        pooled = tuning.adopt_pool(cell, cache_dir) if shares and tuned_by is None else None
         try:
             CellProtocol(ctx, checks_only=checks_only).run(model, inputs_fn)
         except Unsupported as outcome:
@@ -123,6 +125,9 @@ def measure_cell(
                 ctx.note(note)
         if shares and tuned_by is None and result.status in (PASS, FAIL_ACCURACY):
             tuning.keep(cell, cache_dir)
+            tuning.add_to_pool(cell, cache_dir)
+        if pooled is not None and pooled.held:
+            ctx.note(tuning.pooled_note(pooled, tuning.tuned_here(cache_dir, pooled)))
     result.notes = "; ".join(ctx.notes) or None
     result.finished_at = utc_now_iso()
     result.wall_s = time.perf_counter() - started

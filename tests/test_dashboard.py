@@ -1425,18 +1425,26 @@ def test_the_store_and_every_dashboard_view_pick_the_same_row_on_a_tie(tmp_path)
 
 
 def test_a_max_autotune_cell_compiled_with_its_partners_tuning_has_a_caveat(tmp_path):
-    """Only the cell whose notes say it reused its partner's tuning: its compile time
-    leaves autotuning out, and Model detail says so with its number."""
+    """Only the cells whose notes say they reused tuning (their partner's, or the run's
+    pool's): their compile time leaves autotuning out, and Model detail says so with its
+    number."""
     rows_in = []
-    for mode, notes in (
-        ("max-autotune", None),
-        ("max-autotune-no-cudagraphs", tuning.reused_note("max-autotune")),
+    pooled = tuning.pooled_note(tuning.PoolStart(12, 40, frozenset()), 3)
+    for model, mode, notes in (
+        ("convmixer_768_32", "max-autotune", None),
+        ("convmixer_768_32", "max-autotune-no-cudagraphs", tuning.reused_note("max-autotune")),
+        # A run with --tuning-pool: another model's cell tuned with what earlier ones had.
+        ("convmixer_1024_20_ks9_p14", "max-autotune", pooled),
     ):
-        row = cell("convmixer_768_32", "convmixer", "inductor", "pass", **timed(3.8, 12.0))
+        row = cell(model, "convmixer", "inductor", "pass", **timed(3.8, 12.0))
         row.mode, row.notes = mode, notes
         row.cell_key = cell_key({name: getattr(row, name) for name in KEY_FIELDS})
         rows_in.append(row)
-    assert _flagged(tmp_path, rows_in, "tuning-reused", "mode") == ["max-autotune-no-cudagraphs"]
+    flagged = _flagged(tmp_path, rows_in, "tuning-reused", "model_id || ' ' || mode")
+    assert flagged == [
+        "timm/convmixer_1024_20_ks9_p14 max-autotune",
+        "timm/convmixer_768_32 max-autotune-no-cudagraphs",
+    ]
     caveat = caveats.BY_KEY["tuning-reused"]
     assert "12.0 s" in caveat.reason({"compile_s": 12.0})
     assert f"## {caveat.doc.heading}" in (ROOT / caveat.doc.path).read_text()

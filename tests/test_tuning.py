@@ -4,9 +4,13 @@ partner under way, and a real Inductor compile that skips its tuning."""
 
 from __future__ import annotations
 
+import json
+import os
+import re
 from dataclasses import replace
 
 import pytest
+import torch
 
 from runner.cell import measure_cell
 from runner.cli.run import main
@@ -174,6 +178,121 @@ def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_onc
     assert tuning.TUNING_REUSED not in (first["notes"] or "")
     assert f"{tuning.TUNING_REUSED} from this run's max-autotune cell" in second["notes"]
     assert second["started_at"] >= first["finished_at"]
+
+
+class Wider(torch.nn.Module):
+    """``Mlp``'s first layer (the same GEMM shape) under another head."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 6)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def _tuned_shapes(err: str) -> list[str]:
+    """The GEMMs Inductor benchmarked, from its AUTOTUNE tables on stderr."""
+    return re.findall(r"^AUTOTUNE (\w+\([^)]*\))", err, flags=re.MULTILINE)
+
+
+@pytest.mark.inductor
+def test_a_pooled_run_tunes_a_gemm_shape_once_across_models(tmp_path, monkeypatch, capfd):
+    """With --tuning-pool, the second model benchmarks only the GEMM the first did not
+    have; its notes count what it found and what it tuned. Without it, each model
+    tunes every GEMM of its own."""
+    monkeypatch.setenv(SCRATCH_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tuning.COLD_TUNING_ENV, raising=False)
+    first = _mlp_cell("max-autotune-no-cudagraphs")
+    second = replace(first, spec=replace(first.spec, id="custom/test:Wider", name="Wider"))
+
+    def measure(cell, model):
+        result = measure_cell(cell, model=model, inputs_fn=features)
+        assert result.status == "pass", result.error_message
+        return result, _tuned_shapes(capfd.readouterr().err)
+
+    capfd.readouterr()
+    _, alone = measure(second, Wider())
+    assert len(alone) == 2  # both of its GEMMs, with no pool
+    monkeypatch.setenv(tuning.POOL_ENV, "1")
+    result, tuned = measure(first, Mlp())
+    assert len(tuned) == 2 and tuning.TUNING_REUSED not in (result.notes or "")
+    result, tuned = measure(second, Wider())
+    # Only its head's GEMM (out 64x6); the first layer's came from the pool.
+    assert len(tuned) == 1 and tuned[0] in alone and tuned[0].startswith("addmm(64x6,")
+    assert (
+        f"{tuning.TUNING_REUSED} from this run's tuning pool (--tuning-pool): it compiled "
+        "with the timings of 2 GEMM/convolution shape(s)" in result.notes
+    )
+    assert "benchmarked 1 GEMM/convolution shape(s) itself" in result.notes
+
+
+@pytest.mark.inductor
+def test_zoo_run_with_tuning_pool_tunes_a_shared_gemm_once(tmp_path, monkeypatch):
+    """Through the CLI: of two models with a layer in common, the one measured second
+    benchmarks only its own head; a run without the flag pools nothing."""
+    monkeypatch.delenv(tuning.POOL_ENV, raising=False)
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{FIXTURES / 'toy_models.py'}:TinyMLP", "--backends", "inductor"]
+    args += ["--module", f"{FIXTURES / 'toy_models.py'}:TinyMLPOtherHead"]
+    args += ["--modes", "max-autotune-no-cudagraphs", "--device", "cpu", "--workers", "1"]
+    assert main([*args, "--db", str(db), "--tuning-pool"]) == 0
+    found = sorted(rows(db), key=lambda row: row["started_at"])
+    assert [row["status"] for row in found] == ["pass", "pass"]
+    assert tuning.TUNING_REUSED not in (found[0]["notes"] or "")
+    assert "from this run's tuning pool (--tuning-pool)" in found[1]["notes"]
+    assert "benchmarked 1 GEMM/convolution shape(s) itself" in found[1]["notes"]
+    assert main([*args, "--db", str(db), "--force"]) == 0
+    assert tuning.POOL_ENV not in os.environ
+    again = rows(db, "SELECT notes FROM results ORDER BY started_at DESC LIMIT 2")
+    assert not any(tuning.TUNING_REUSED in (row["notes"] or "") for row in again)
+
+
+def _timing_file(root, cache: dict) -> None:
+    (root / "cache").mkdir(parents=True, exist_ok=True)
+    (root / "cache" / "system").write_text(json.dumps({"system": {"hash": "s"}, "cache": cache}))
+
+
+def test_the_pool_merges_timings_and_hands_kernel_configs_on(tmp_path, monkeypatch):
+    """Without a compile: what the pool holds, keeps and hands on, per environment."""
+    monkeypatch.setenv(SCRATCH_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(tuning.COLD_TUNING_ENV, raising=False)
+    cell = make_cell(backend="inductor", mode="max-autotune")
+    first, second = tmp_path / "first", tmp_path / "second"
+    _timing_file(first, {"mm": {"k1": {"highest": {"c1": 1.0}}}})
+    (first / "ab").mkdir()
+    (first / "ab" / "kernel.best_config").write_text('{"XBLOCK": 64}')
+    monkeypatch.delenv(tuning.POOL_ENV, raising=False)
+    assert tuning.adopt_pool(cell, str(first)) is None  # the run does not pool
+    assert tuning.add_to_pool(cell, str(first)) == 0
+    monkeypatch.setenv(tuning.POOL_ENV, "1")
+    start = tuning.adopt_pool(cell, str(first))
+    assert start is not None and not start.held  # the run's first cell finds nothing
+    assert tuning.add_to_pool(cell, str(first)) == 1
+    assert tuning.add_to_pool(cell, str(first)) == 0  # nothing new the second time
+    # The next cell (any model) starts with both; what it tunes is counted as its own.
+    start = tuning.adopt_pool(cell, str(second))
+    assert (start.shapes, start.configs) == (1, 1)
+    assert (second / "ab" / "kernel.best_config").read_text() == '{"XBLOCK": 64}'
+    timings = json.loads((second / "cache" / "system").read_text())
+    assert timings["system"] == {"hash": "s"}
+    timings["cache"]["mm"]["k1"]["highest"]["c1"] = 9.0  # the pool's first timing stays
+    timings["cache"]["mm"]["k2"] = {"highest": {"c1": 2.0}}
+    (second / "cache" / "system").write_text(json.dumps(timings))
+    assert tuning.tuned_here(str(second), start) == 1
+    assert tuning.add_to_pool(cell, str(second)) == 1
+    third = tmp_path / "third"
+    start = tuning.adopt_pool(cell, str(third))
+    held = json.loads((third / "cache" / "system").read_text())["cache"]["mm"]
+    assert start.shapes == 2 and held["k1"]["highest"]["c1"] == 1.0
+    # Another environment, or a mode that does not autotune, has no pool.
+    other = tuning.adopt_pool(replace(cell, env_id="other"), str(tmp_path / "fourth"))
+    assert other is not None and not other.held
+    assert tuning.adopt_pool(make_cell(backend="inductor", mode="default"), str(third)) is None
+    # Cold tuning turns the pool off too.
+    monkeypatch.setenv(tuning.COLD_TUNING_ENV, "1")
+    assert tuning.adopt_pool(cell, str(tmp_path / "fifth")) is None
 
 
 def test_tuning_overlap_counts_keys_an_earlier_model_tuned():

@@ -402,6 +402,13 @@ def build_parser() -> argparse.ArgumentParser:
         "or the cluster `ray start` started on this machine)",
     )
     run.add_argument(
+        "--tuning-pool",
+        action="store_true",
+        help="share max-autotune's tuning across the run's models: each such cell starts "
+        "with the GEMM/convolution timings and Triton configs earlier cells tuned, and its "
+        "notes say what it found and tuned itself (its compile time then leaves that out)",
+    )
+    run.add_argument(
         "--quiet-timing",
         action="store_true",
         help="stop the other workers (SIGSTOP) while a cell times and continue them after: "
@@ -474,6 +481,13 @@ def _run(args, argv: list[str] | None) -> int:
         raise UsageError("--ray-address applies to --executor ray")
     _check_configs(args)
     _arm_trace(args)
+    from runner.measure import tuning
+
+    # Read by the workers (and forwarded to a Ray cluster's nodes with the other ZOO_).
+    if args.tuning_pool:
+        os.environ[tuning.POOL_ENV] = "1"
+    else:
+        os.environ.pop(tuning.POOL_ENV, None)
     if args.executor == "ray":
         return _run_on_cluster(args, argv, console, out)
     device = _device(args)

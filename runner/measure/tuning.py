@@ -29,17 +29,32 @@ a run's pairs share (on a Ray cluster, a node's), other runs start cold; the exe
 starts a cell whose partner is under way only once the partner is done
 (``runner.schedule.executor``). ``ZOO_COLD_TUNING=1`` turns it off: every
 cell tunes for itself.
+
+A run may go further and pool its tuning across models (``zoo-run --tuning-pool``, which
+sets ``ZOO_TUNING_POOL=1`` for its workers). Inductor's keys need no help to be shared:
+a GEMM or convolution's timings are keyed by its op, input sizes, strides and dtypes and
+the matmul precision, and a Triton kernel's config by the hash of its source. So every
+max-autotune cell of the run (of one environment and device) starts with what the run's
+earlier cells tuned, whichever model they measured, and adds what it tuned itself. The
+overlap is large in a zoo: counted on the meta device for ``@core``
+(``benchmarks/tuning_overlap.py``), 39% of the GEMM and convolution keys one model after
+another tunes were tuned before by another. Such a cell's compile time then depends on
+which cells ran before it, so the pool is off unless asked for, and a pooled cell's
+notes say what it found and how many shapes it benchmarked itself (``TUNING_REUSED``).
+Its speedup holds: a kernel chosen from another cell's timings of the same shapes on the
+same GPU is the kernel it would have chosen.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
-from dataclasses import replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from runner.matrix.axes import AUTOTUNE_MODES, MODE_OPTION, base_mode, mode_options
@@ -48,16 +63,23 @@ from runner.matrix.results import TUNING_REUSED
 from runner.measure.host import SCRATCH_DIR_ENV
 
 COLD_TUNING_ENV = "ZOO_COLD_TUNING"
+POOL_ENV = "ZOO_TUNING_POOL"
 # The backends whose modes tune through Inductor's caches, and share between modes.
 SHARING_BACKENDS = ("inductor",)
 _FOLDER = "tuning"
 _DONOR = "donor.json"
 _GEMM_CACHE = "cache"
 _BEST_CONFIG = ".best_config"
+_POOL = "pool"
 
 
 def enabled(environ: dict[str, str] | os._Environ = os.environ) -> bool:
     return environ.get(COLD_TUNING_ENV) != "1"
+
+
+def pooling(environ: dict[str, str] | os._Environ = os.environ) -> bool:
+    """Whether this run pools its tuning across models (``--tuning-pool``)."""
+    return environ.get(POOL_ENV) == "1" and enabled(environ)
 
 
 def tunes(config: CellConfig) -> bool:
@@ -172,4 +194,167 @@ def reused_note(mode: str) -> str:
         f"{TUNING_REUSED} from this run's {mode} cell of the model (its kernel choices, "
         "not its binaries): the compile time leaves out autotuning; ZOO_COLD_TUNING=1 "
         "tunes each cell"
+    )
+
+
+@dataclass(frozen=True)
+class PoolStart:
+    """What a cell found in the run's tuning pool before it compiled: the GEMM and
+    convolution shapes with timings, the Triton kernel configs, and every shape its
+    cache held then (what it tunes itself is what it adds to those)."""
+
+    shapes: int
+    configs: int
+    keys: frozenset[tuple[str, ...]]
+
+    @property
+    def held(self) -> bool:
+        return bool(self.shapes or self.configs)
+
+
+def _pool(cell: Cell) -> Path | None:
+    """The run's pool for ``cell``'s environment and device, or None where the run does
+    not pool or the cell does not autotune."""
+    scratch = os.environ.get(SCRATCH_DIR_ENV)
+    if not tunes(cell.config) or not pooling() or not scratch or not os.path.isdir(scratch):
+        return None
+    text = json.dumps({"env_id": cell.env_id, "device": cell.device}, sort_keys=True)
+    return Path(scratch) / _FOLDER / _POOL / hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _read(path: Path) -> tuple[dict, dict]:
+    """One of Inductor's GEMM timing files: its ``system`` part and its ``cache`` part
+    (op -> input key -> matmul precision -> choice -> seconds); empty where unreadable."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}, {}
+    if not isinstance(data, dict):
+        return {}, {}
+    system, cache = data.get("system"), data.get("cache")
+    return (system if isinstance(system, dict) else {}), (cache if isinstance(cache, dict) else {})
+
+
+def _timings(path: Path) -> dict:
+    return _read(path)[1]
+
+
+def _merge(into: dict, more: dict) -> None:
+    """``more`` added to ``into`` at every depth; where both hold a value, ``into``'s
+    stays (the first timing of a choice is the pool's)."""
+    for key, value in more.items():
+        held = into.get(key)
+        if isinstance(held, dict) and isinstance(value, dict):
+            _merge(held, value)
+        elif key not in into:
+            into[key] = value
+
+
+def _merge_timings(target: Path, source: Path) -> None:
+    """Add the timings of ``source`` to the file ``target`` (what it holds stays),
+    atomically."""
+    system, merged = _read(target)
+    source_system, timings = _read(source)
+    _merge(merged, timings)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.with_name(f".{target.name}.{os.getpid()}")
+    staging.write_text(json.dumps({"system": system or source_system, "cache": merged}))
+    os.replace(staging, target)
+
+
+def _keys_of(name: str, cache: dict) -> set[tuple[str, ...]]:
+    """The GEMM and convolution shapes (op, input key, matmul precision) of the timing
+    file ``name``, whose ``cache`` part is ``cache``."""
+    found = set()
+    for op, inputs in cache.items():
+        for key, precisions in inputs.items() if isinstance(inputs, dict) else ():
+            if isinstance(precisions, dict):
+                found.update((name, op, key, precision) for precision in precisions)
+    return found
+
+
+def _keys(root: Path) -> set[tuple[str, ...]]:
+    """Every GEMM and convolution shape the cache folder ``root`` holds timings of."""
+    folder = root / _GEMM_CACHE
+    found = set()
+    for path in folder.iterdir() if folder.is_dir() else ():
+        found |= _keys_of(path.name, _timings(path))
+    return found
+
+
+def _configs(root: Path) -> Iterator[Path]:
+    return root.rglob(f"*{_BEST_CONFIG}")
+
+
+def _link(source: Path, target: Path) -> None:
+    """``target`` as a hard link of ``source`` (Inductor replaces, never rewrites, these
+    files), or a copy across file systems; an existing ``target`` stays."""
+    if target.exists():
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        os.link(source, target)
+    except FileExistsError:
+        pass
+    except OSError:
+        shutil.copy2(source, target)
+
+
+def adopt_pool(cell: Cell, cache_dir: str) -> PoolStart | None:
+    """Put what the run's earlier cells tuned into ``cache_dir``; None where the run
+    does not pool."""
+    pool = _pool(cell)
+    if pool is None:
+        return None
+    root = Path(cache_dir)
+    shapes = configs = 0
+    try:
+        folder = pool / _GEMM_CACHE
+        for path in folder.iterdir() if folder.is_dir() else ():
+            shapes += len(_keys_of(path.name, _timings(path)))
+            _merge_timings(root / _GEMM_CACHE / path.name, path)
+        for path in _configs(pool):
+            _link(path, root / path.relative_to(pool))
+            configs += 1
+    except OSError:
+        # Whatever arrived only saves tuning; the cell tunes the rest itself.
+        pass
+    return PoolStart(shapes, configs, frozenset(_keys(root)))
+
+
+def add_to_pool(cell: Cell, cache_dir: str) -> int:
+    """Add what the cell tuned in ``cache_dir`` to the run's pool, one cell at a time;
+    the number of GEMM and convolution shapes the pool did not hold yet."""
+    pool = _pool(cell)
+    if pool is None:
+        return 0
+    root = Path(cache_dir)
+    try:
+        pool.mkdir(parents=True, exist_ok=True)
+        with open(pool.parent / f"{pool.name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            before = _keys(pool)
+            folder = root / _GEMM_CACHE
+            for path in folder.iterdir() if folder.is_dir() else ():
+                _merge_timings(pool / _GEMM_CACHE / path.name, path)
+            for path in _configs(root):
+                _link(path, pool / path.relative_to(root))
+            return len(_keys(pool) - before)
+    except OSError:
+        # A full disk: later cells tune what this one would have given them.
+        return 0
+
+
+def tuned_here(cache_dir: str, start: PoolStart) -> int:
+    """The GEMM and convolution shapes the cell benchmarked itself."""
+    return len(_keys(Path(cache_dir)) - start.keys)
+
+
+def pooled_note(start: PoolStart, tuned: int) -> str:
+    return (
+        f"{TUNING_REUSED} from this run's tuning pool (--tuning-pool): it compiled with "
+        f"the timings of {start.shapes} GEMM/convolution shape(s) and {start.configs} "
+        "Triton kernel config(s) that earlier cells of the run had tuned at hand, and benchmarked "
+        f"{tuned} GEMM/convolution shape(s) itself; its compile time leaves out the "
+        "tuning the pool spared"
     )
