@@ -16,6 +16,7 @@ import pytest
 
 from runner.matrix import columns
 from runner.matrix.results import CROWDED, STATUSES
+from runner.measure import tuning
 from runner.store.db import Store
 from runner.store.schema import RunRecord, latest_row
 from tests.results import make_result
@@ -286,3 +287,45 @@ def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer)
     row = next(line for line in out.splitlines() if line.startswith(f"| {headline.label()} |"))
     counts = dict(zip(STATUSES, (c.strip() for c in row.split("|")[4:-1]), strict=True))
     assert counts[newer] == "1" and counts[older] == "0", row
+
+
+def test_the_tuning_report_splits_max_autotune_cells_by_how_they_tuned(tmp_path):
+    """benchmarks/tuning_report.py: cold, partner and pool cells apart, with their GPU
+    tuning seconds and the pooled cells' counts; other columns left out."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    run = RunRecord(command="zoo-run", env_id="env-a")
+    store.start_run(run)
+    pooled = tuning.pooled_note(tuning.PoolStart(30, 120, frozenset()), 4)
+    cells = [
+        ("cold", "max-autotune", None, 300.0, 200.0),
+        ("partner", "max-autotune-no-cudagraphs", tuning.reused_note("max-autotune"), 90.0, 0.5),
+        ("pool", "max-autotune", f"another note; {pooled}", 150.0, 60.0),
+        ("pool-2", "max-autotune", pooled.replace("benchmarked 4", "benchmarked 8"), 170.0, 80.0),
+        ("headline", "default", None, 40.0, 3.0),
+    ]
+    store.write_results(
+        run.run_id,
+        [
+            make_result(
+                key,
+                mode=mode,
+                notes=notes,
+                compile_s=compile_s,
+                gpu_tuning_s=tuning_s,
+                device="cuda",
+                model_id=f"timm/{key}",
+            )
+            for key, mode, notes, compile_s, tuning_s in cells
+        ],
+    )
+    store.finish_run(run.run_id, "finished", len(cells))
+    empty = tmp_path / "runs"
+    empty.mkdir()
+    out = _script("tuning_report.py", "--runs-dir", str(empty), "--db", str(db))
+    assert "max-autotune cells on cuda: 4" in out
+    assert "| cold | 1 | 1 | 300.0 | 200.0 | 200 |" in out
+    assert "| partner | 1 | 1 | 90.0 | 0.5 | 0 |" in out
+    assert "| pool | 2 | 2 | 160.0 | 70.0 | 140 |" in out
+    assert "Pooled cells: 2; at hand, 60 GEMM/convolution shapes and 240 Triton configs" in out
+    assert "benchmarked themselves 12 shapes (median 6 a cell)" in out

@@ -51,6 +51,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -350,11 +351,26 @@ def tuned_here(cache_dir: str, start: PoolStart) -> int:
     return len(_keys(Path(cache_dir)) - start.keys)
 
 
+POOL_SOURCE = "from this run's tuning pool (--tuning-pool)"
+_POOL_COUNTS = re.compile(
+    rf"{re.escape(POOL_SOURCE)}: it compiled with the timings of (\d+) GEMM/convolution "
+    r"shape\(s\) and (\d+) Triton kernel config\(s\) .*?benchmarked (\d+) "
+    r"GEMM/convolution shape\(s\) itself"
+)
+
+
 def pooled_note(start: PoolStart, tuned: int) -> str:
     return (
-        f"{TUNING_REUSED} from this run's tuning pool (--tuning-pool): it compiled with "
-        f"the timings of {start.shapes} GEMM/convolution shape(s) and {start.configs} "
-        "Triton kernel config(s) that earlier cells of the run had tuned at hand, and benchmarked "
+        f"{TUNING_REUSED} {POOL_SOURCE}: it compiled with the timings of {start.shapes} "
+        f"GEMM/convolution shape(s) and {start.configs} Triton kernel config(s) that "
+        "earlier cells of the run had tuned at hand, and benchmarked "
         f"{tuned} GEMM/convolution shape(s) itself; its compile time leaves out the "
         "tuning the pool spared"
     )
+
+
+def pool_counts(notes: str | None) -> tuple[int, int, int] | None:
+    """From a cell's notes (``pooled_note``): the shapes and configs it had at hand from
+    the pool and the shapes it benchmarked itself; None for a cell that found no pool."""
+    found = _POOL_COUNTS.search(notes or "")
+    return None if found is None else (int(found[1]), int(found[2]), int(found[3]))
