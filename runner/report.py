@@ -26,7 +26,8 @@ from rich.text import Text
 
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell
-from runner.matrix.results import PASS, STATUSES, CellResult
+from runner.matrix.results import PASS, STATUSES, TUNING_REUSED, CellResult
+from runner.measure.tuning import pool_counts
 
 _STATUS_STYLE = {
     "pass": "green",
@@ -162,6 +163,24 @@ def summary_table(results: list[CellResult]) -> Table:
             str(breaks),
         )
     return table
+
+
+def reuse_line(results: list[CellResult]) -> str | None:
+    """How many of the run's max-autotune cells compiled with tuning another cell did
+    (their compile times leave it out), and what the run's pool handed on; None where
+    none did."""
+    pooled = [c for r in results if (c := pool_counts(r.notes)) is not None]
+    partner = sum(TUNING_REUSED in (r.notes or "") for r in results) - len(pooled)
+    if not pooled and not partner:
+        return None
+    line = f"autotuning reused (compile times leave it out): {partner} cell(s) from their partner"
+    if pooled:
+        shapes, tuned = sum(c[0] for c in pooled), sum(c[2] for c in pooled)
+        line += (
+            f", {len(pooled)} from the run's pool ({shapes} GEMM/convolution shapes at hand "
+            f"in all; they benchmarked {tuned} themselves)"
+        )
+    return line
 
 
 def plan_lines(cells: list[Cell]) -> list[str]:

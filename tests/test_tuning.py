@@ -163,7 +163,7 @@ def test_no_tuning_is_kept_outside_a_run_or_with_cold_tuning(tmp_path, monkeypat
 
 
 @pytest.mark.inductor
-def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_once(tmp_path):
+def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_once(tmp_path, capsys):
     """Two workers, two cells: without the wait both would start at once and both tune."""
     db = tmp_path / "zoo.duckdb"
     args = ["--module", f"{FIXTURES / 'toy_models.py'}:TinyMLP", "--backends", "inductor"]
@@ -178,6 +178,9 @@ def test_a_run_with_two_workers_starts_the_partner_after_the_first_and_tunes_onc
     assert tuning.TUNING_REUSED not in (first["notes"] or "")
     assert f"{tuning.TUNING_REUSED} from this run's max-autotune cell" in second["notes"]
     assert second["started_at"] >= first["finished_at"]
+    printed = " ".join(capsys.readouterr().out.split())
+    assert "autotuning reused (compile times leave it out): 1 cell(s) from their partner" in printed
+    assert "run's pool" not in printed
 
 
 class Wider(torch.nn.Module):
@@ -229,7 +232,7 @@ def test_a_pooled_run_tunes_a_gemm_shape_once_across_models(tmp_path, monkeypatc
 
 
 @pytest.mark.inductor
-def test_zoo_run_with_tuning_pool_tunes_a_shared_gemm_once(tmp_path, monkeypatch):
+def test_zoo_run_with_tuning_pool_tunes_a_shared_gemm_once(tmp_path, monkeypatch, capsys):
     """Through the CLI: of two models with a layer in common, the one measured second
     benchmarks only its own head; a run without the flag pools nothing."""
     monkeypatch.delenv(tuning.POOL_ENV, raising=False)
@@ -243,7 +246,15 @@ def test_zoo_run_with_tuning_pool_tunes_a_shared_gemm_once(tmp_path, monkeypatch
     assert tuning.TUNING_REUSED not in (found[0]["notes"] or "")
     assert "from this run's tuning pool (--tuning-pool)" in found[1]["notes"]
     assert "benchmarked 1 GEMM/convolution shape(s) itself" in found[1]["notes"]
+    # The run's summary says so too.
+    printed = " ".join(capsys.readouterr().out.split())
+    assert (
+        "autotuning reused (compile times leave it out): 0 cell(s) from their partner, 1 "
+        "from the run's pool (2 GEMM/convolution shapes at hand in all; they benchmarked "
+        "1 themselves)"
+    ) in printed
     assert main([*args, "--db", str(db), "--force"]) == 0
+    assert "autotuning reused" not in capsys.readouterr().out
     assert tuning.POOL_ENV not in os.environ
     again = rows(db, "SELECT notes FROM results ORDER BY started_at DESC LIMIT 2")
     assert not any(tuning.TUNING_REUSED in (row["notes"] or "") for row in again)

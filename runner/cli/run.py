@@ -733,6 +733,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         make_progress,
         node_lines,
         node_table,
+        reuse_line,
         summary_table,
     )
     from runner.schedule.cpus import default_workers
@@ -839,6 +840,8 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
     if outcome.usage is not None and (summary := outcome.usage.summary()):
         # What limited the run: the cores (compiling) or a GPU's lock (timing).
         out.print(summary)
+    if reused := reuse_line(results):
+        out.print(reused)
     for line in node_lines(outcome.nodes):
         out.print(line)
     if outcome.interrupted:
