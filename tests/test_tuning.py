@@ -5,9 +5,11 @@ partner under way, and a real Inductor compile that skips its tuning."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import re
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -304,6 +306,38 @@ def test_the_pool_merges_timings_and_hands_kernel_configs_on(tmp_path, monkeypat
     # Cold tuning turns the pool off too.
     monkeypatch.setenv(tuning.COLD_TUNING_ENV, "1")
     assert tuning.adopt_pool(cell, str(tmp_path / "fifth")) is None
+
+
+def _add_shapes(scratch: str, first: int, count: int) -> None:
+    """In a process of its own: one cell after another adding shapes to the pool."""
+    os.environ[SCRATCH_DIR_ENV] = scratch
+    os.environ[tuning.POOL_ENV] = "1"
+    cell = make_cell(backend="inductor", mode="max-autotune")
+    for key in range(first, first + count):
+        cache = Path(scratch) / f"cell-{key}"
+        _timing_file(cache, {"mm": {f"k{key}": {"highest": {"c": 1.0}}}})
+        tuning.add_to_pool(cell, str(cache))
+
+
+def test_cells_adding_to_the_pool_at_once_lose_nothing(tmp_path, monkeypatch):
+    """Four processes adding 25 shapes each, side by side, as a run's workers do: the
+    pool's merges go one at a time, so every shape is there at the end."""
+    context = multiprocessing.get_context("fork")
+    workers = [
+        context.Process(target=_add_shapes, args=(str(tmp_path), 100 * i, 25)) for i in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    monkeypatch.setenv(SCRATCH_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(tuning.POOL_ENV, "1")
+    monkeypatch.delenv(tuning.COLD_TUNING_ENV, raising=False)
+    start = tuning.adopt_pool(
+        make_cell(backend="inductor", mode="max-autotune"), str(tmp_path / "next")
+    )
+    assert start.shapes == 100
 
 
 def test_tuning_overlap_counts_keys_an_earlier_model_tuned():
