@@ -78,6 +78,7 @@ def measure_cell(
     model: torch.nn.Module | None = None,
     inputs_fn: InputsFn | None = None,
     checks_only: bool = False,
+    checkpoint: Callable[[CellResult], None] | None = None,
 ) -> CellResult:
     """Measure ``cell`` and return its result; a model failure never raises.
     ``checks_only``: stop after the accuracy check (no timing, memory, probe or breaks:
@@ -101,7 +102,7 @@ def measure_cell(
         vec_isa.known()
     result = CellResult.for_cell(cell, started_at=utc_now_iso())
     started = time.perf_counter()
-    ctx = CellContext(cell, result, report_phase, gate)
+    ctx = CellContext(cell, result, report_phase, gate, checkpoint=checkpoint)
     with cold_compile_caches() as cache_dir, restored_process_state(ctx.notes):
         # A model's other max-autotune cell of this run may have tuned its kernels already.
         shares = cache_dir is not None and not checks_only and tuning.share_key(cell) is not None
@@ -219,7 +220,19 @@ class CellProtocol:
         backend.measure_memory(sides)
         self.probe_shape_change(subject, compiled)
         result.recompile_count = compiled.graphs() - compiled.first_graphs
+        self.keep_partial()
         compiled.record_graph_breaks(self.ctx)
+
+    def keep_partial(self) -> None:
+        """Everything but the graph breaks is measured: kept, so that a cell stopped
+        while its breaks are captured (dynamo's explain traces the model once more, which
+        can take as long as the compile) still gets its row."""
+        if self.ctx.checkpoint is None:
+            return
+        partial = copy.copy(self.result)
+        partial.status = PASS if partial.accuracy_pass else FAIL_ACCURACY
+        partial.notes = "; ".join(self.ctx.notes) or None
+        self.ctx.checkpoint(partial)
 
     def profile(self, backend: Backend, sides: Sides) -> None:
         """One profiled call per side (``runner.measure.profile``), in the timed hold: a

@@ -270,6 +270,23 @@ def test_shards_partition_the_plan():
     assert [c.key for c in shard(plan, 2, 4).cells] == [c.key for c in shares[1]]
 
 
+def test_a_cell_stopped_while_its_breaks_are_captured_keeps_its_measurement(tmp_path):
+    """The graph-break capture comes last and can take as long as the compile: a cell
+    that times out there is recorded as measured, its breaks missing and said so."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{MISBEHAVING}:HangWhileBreaksAreCaptured", "--backends", "eager"]
+    assert main([*args, "--device", "cpu", "--timeout", "45", "--db", str(db)]) == 0
+    (row,) = rows(db)
+    assert row["status"] == "pass" and row["speedup"] > 0 and row["compile_s"] is not None
+    assert row["error_type"] is None and row["graph_break_count"] is None
+    assert (
+        "its graph breaks were not captured: the process ended as a timeout in phase "
+        "'breaks', after everything else was measured (no result after 45 s"
+    ) in row["notes"]
+    assert row["wall_s"] >= 45
+    assert not list(tmp_path.glob("**/*.partial"))
+
+
 def test_worker_leaves_no_process_behind_after_a_timeout(tmp_path):
     # The hang test above kills the worker's whole process group; check here that the
     # executor's kill reaches grandchildren too.

@@ -39,12 +39,15 @@ class CellContext:
     ``report_phase(name)`` tells the parent which phase runs (progress, crash rows);
     ``phase`` is the one a failure is classified by, which may change without a report
     (each side of a timed pair). ``gate(kind)`` holds the GPU's lock as ``kind``
-    (``runner.matrix.holds``)."""
+    (``runner.matrix.holds``). ``checkpoint(result)`` keeps a finished measurement
+    before the cell's optional last phase, so that a worker stopped there still leaves
+    its row (``runner.schedule.worker.partial_path``)."""
 
     cell: Cell
     result: CellResult
     report_phase: Callable[[str], None] = lambda phase: None
     gate: Gate = no_gate
+    checkpoint: Callable[[CellResult], None] | None = None
     notes: list[str] = field(default_factory=list)
     phase: str = BUILD
 

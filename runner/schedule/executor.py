@@ -43,6 +43,7 @@ from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import split_cpus
 from runner.schedule.memory import Deferring, MemoryBudget
+from runner.schedule.worker import partial_path
 from runner.triage import (
     RECORDED,
     TRIAGE,
@@ -798,6 +799,7 @@ class Executor:
         assert running is not None
         result = CellResult.from_dict(json.loads(running.result_path.read_text()))
         running.result_path.unlink()
+        partial_path(running.result_path).unlink(missing_ok=True)
         return result
 
     def _died(self, worker: Worker) -> CellResult:
@@ -840,6 +842,8 @@ class Executor:
     def _process_failure(self, worker: Worker, status: str, what: str, message: str) -> CellResult:
         running = worker.running
         assert running is not None
+        if (kept := _measured_before(running, status, message)) is not None:
+            return kept
         log = worker.log_since_submit()
         return CellResult.for_cell(
             running.cell,
@@ -854,6 +858,27 @@ class Executor:
             started_at=running.started_at,
             finished_at=utc_now_iso(),
         )
+
+
+def _measured_before(running: _Running, status: str, message: str) -> CellResult | None:
+    """The cell's row as its worker kept it before its last phase (everything measured
+    but the graph breaks: ``runner.schedule.worker.partial_path``), where the process
+    was stopped or died in that phase; None where it kept none."""
+    path = partial_path(running.result_path)
+    try:
+        kept = CellResult.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    finally:
+        path.unlink(missing_ok=True)
+    note = (
+        f"its graph breaks were not captured: the process ended as a {status} in phase "
+        f"'{running.phase}', after everything else was measured ({message})"
+    )
+    kept.notes = f"{kept.notes}; {note}" if kept.notes else note
+    kept.wall_s = round(time.monotonic() - running.submitted, 3)
+    kept.finished_at = utc_now_iso()
+    return kept
 
 
 def _attempt(cell: Cell, result: CellResult) -> str:

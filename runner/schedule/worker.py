@@ -24,6 +24,12 @@ from runner.matrix.phases import WAITING
 from runner.measure.host import die_with_parent, parse_cpus
 
 
+def partial_path(result_path: Path) -> Path:
+    """Where a cell's measurement is kept before its last, optional phase (the graph
+    breaks): what the parent records if the worker is stopped or dies there."""
+    return result_path.with_name(result_path.name + ".partial")
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
@@ -106,14 +112,25 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         if lock is not None:
             lock.held_s.clear()
+        result_path = Path(request["result_path"])
+
+        def with_holds(result):
+            if lock is not None:
+                result.gpu_timing_s = lock.held_s.get(TIMING, 0.0)
+                result.gpu_tuning_s = lock.held_s.get(TUNING, 0.0)
+            return result
+
+        partial = partial_path(result_path)
+
+        def checkpoint(result):
+            # Called while this cell is measured, so the loop's variables are its own.
+            _write_atomic(partial, json.dumps(with_holds(result).to_dict()))  # noqa: B023
+
         if cell.extra.get(triage.TRIAGE):
             result = triage.ladder(cell, report_phase=report_phase, gate=gate)
         else:
-            result = measure_cell(cell, report_phase=report_phase, gate=gate)
-        if lock is not None:
-            result.gpu_timing_s = lock.held_s.get(TIMING, 0.0)
-            result.gpu_tuning_s = lock.held_s.get(TUNING, 0.0)
-        _write_atomic(Path(request["result_path"]), json.dumps(result.to_dict()))
+            result = measure_cell(cell, report_phase=report_phase, gate=gate, checkpoint=checkpoint)
+        _write_atomic(result_path, json.dumps(with_holds(result).to_dict()))
         _write_atomic(args.status_file, "ready")
     return 0
 
