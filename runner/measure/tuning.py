@@ -274,11 +274,19 @@ def _keys_of(name: str, cache: dict) -> set[tuple[str, ...]]:
     return found
 
 
+def _timing_files(folder: Path) -> list[Path]:
+    """The timing files of a ``cache`` folder; not a file being written (their staging
+    names start with a dot, Inductor's and ours)."""
+    if not folder.is_dir():
+        return []
+    return [path for path in folder.iterdir() if not path.name.startswith(".")]
+
+
 def _keys(root: Path) -> set[tuple[str, ...]]:
     """Every GEMM and convolution shape the cache folder ``root`` holds timings of."""
     folder = root / _GEMM_CACHE
     found = set()
-    for path in folder.iterdir() if folder.is_dir() else ():
+    for path in _timing_files(folder):
         found |= _keys_of(path.name, _timings(path))
     return found
 
@@ -311,7 +319,7 @@ def adopt_pool(cell: Cell, cache_dir: str) -> PoolStart | None:
     shapes = configs = 0
     try:
         folder = pool / _GEMM_CACHE
-        for path in folder.iterdir() if folder.is_dir() else ():
+        for path in _timing_files(folder):
             shapes += len(_keys_of(path.name, _timings(path)))
             _merge_timings(root / _GEMM_CACHE / path.name, path)
         for path in _configs(pool):
@@ -336,7 +344,7 @@ def add_to_pool(cell: Cell, cache_dir: str) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX)
             before = _keys(pool)
             folder = root / _GEMM_CACHE
-            for path in folder.iterdir() if folder.is_dir() else ():
+            for path in _timing_files(folder):
                 _merge_timings(pool / _GEMM_CACHE / path.name, path)
             for path in _configs(root):
                 _link(path, pool / path.relative_to(root))
