@@ -24,16 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
-from runner.matrix.results import TUNING_REUSED  # noqa: E402
-from runner.measure.tuning import pool_counts  # noqa: E402
+from runner.measure.tuning import pool_counts, reuse_kind  # noqa: E402
 
 WAYS = ("cold", "partner", "pool")
 
 
 def _way(notes: str | None) -> str:
-    if pool_counts(notes) is not None:
-        return "pool"
-    return "partner" if TUNING_REUSED in (notes or "") else "cold"
+    return reuse_kind(notes) or "cold"
 
 
 def _median(values: list[float]) -> str:

@@ -26,8 +26,8 @@ from rich.text import Text
 
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell
-from runner.matrix.results import PASS, STATUSES, TUNING_REUSED, CellResult
-from runner.measure.tuning import pool_counts
+from runner.matrix.results import PASS, STATUSES, CellResult
+from runner.measure.tuning import pool_counts, reuse_kind
 
 _STATUS_STYLE = {
     "pass": "green",
@@ -170,7 +170,7 @@ def reuse_line(results: list[CellResult]) -> str | None:
     (their compile times leave it out), and what the run's pool handed on; None where
     none did."""
     pooled = [c for r in results if (c := pool_counts(r.notes)) is not None]
-    partner = sum(TUNING_REUSED in (r.notes or "") for r in results) - len(pooled)
+    partner = sum(reuse_kind(r.notes) == "partner" for r in results)
     if not pooled and not partner:
         return None
     line = f"autotuning reused (compile times leave it out): {partner} cell(s) from their partner"

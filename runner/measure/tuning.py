@@ -164,7 +164,7 @@ def keep(cell: Cell, cache_dir: str) -> bool:
     if target is None or target.exists():
         return False
     root = Path(cache_dir)
-    files = [root / _GEMM_CACHE, *root.rglob(f"*{_BEST_CONFIG}")]
+    files = [root / _GEMM_CACHE, *_configs(root)]
     files = [path for path in files if path.exists()]
     if not files:
         return False
@@ -216,11 +216,10 @@ class PoolStart:
 def _pool(cell: Cell) -> Path | None:
     """The run's pool for ``cell``'s environment and device, or None where the run does
     not pool or the cell does not autotune."""
-    scratch = os.environ.get(SCRATCH_DIR_ENV)
-    if not tunes(cell.config) or not pooling() or not scratch or not os.path.isdir(scratch):
+    if not tunes(cell.config) or not pooling():
         return None
     text = json.dumps({"env_id": cell.env_id, "device": cell.device}, sort_keys=True)
-    return Path(scratch) / _FOLDER / _POOL / hashlib.sha256(text.encode()).hexdigest()[:24]
+    return _store(f"{_POOL}/{hashlib.sha256(text.encode()).hexdigest()[:24]}")
 
 
 def _read(path: Path) -> tuple[dict, dict]:
@@ -251,11 +250,10 @@ def _merge(into: dict, more: dict) -> None:
             into[key] = value
 
 
-def _merge_timings(target: Path, source: Path) -> None:
-    """Add the timings of ``source`` to the file ``target`` (what it holds stays),
-    atomically."""
+def _merge_timings(target: Path, source_system: dict, timings: dict) -> None:
+    """Add ``timings`` (a timing file's ``cache`` part, read by ``_read``) to the file
+    ``target`` (what it holds stays), atomically."""
     system, merged = _read(target)
-    source_system, timings = _read(source)
     _merge(merged, timings)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = target.with_name(f".{target.name}.{os.getpid()}")
@@ -320,8 +318,9 @@ def adopt_pool(cell: Cell, cache_dir: str) -> PoolStart | None:
     try:
         folder = pool / _GEMM_CACHE
         for path in _timing_files(folder):
-            shapes += len(_keys_of(path.name, _timings(path)))
-            _merge_timings(root / _GEMM_CACHE / path.name, path)
+            system, timings = _read(path)
+            shapes += len(_keys_of(path.name, timings))
+            _merge_timings(root / _GEMM_CACHE / path.name, system, timings)
         for path in _configs(pool):
             _link(path, root / path.relative_to(pool))
             configs += 1
@@ -342,13 +341,13 @@ def add_to_pool(cell: Cell, cache_dir: str) -> int:
         pool.mkdir(parents=True, exist_ok=True)
         with open(pool.parent / f"{pool.name}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            before = _keys(pool)
-            folder = root / _GEMM_CACHE
-            for path in _timing_files(folder):
-                _merge_timings(pool / _GEMM_CACHE / path.name, path)
+            held = _keys(pool)
+            for path in _timing_files(root / _GEMM_CACHE):
+                _merge_timings(pool / _GEMM_CACHE / path.name, *_read(path))
             for path in _configs(root):
                 _link(path, pool / path.relative_to(root))
-            return len(_keys(pool) - before)
+            # The pool now holds the cell's shapes as well: those it lacked are new.
+            return len(_keys(root) - held)
     except OSError:
         # A full disk: later cells tune what this one would have given them.
         return 0
@@ -375,6 +374,14 @@ def pooled_note(start: PoolStart, tuned: int) -> str:
         f"{tuned} GEMM/convolution shape(s) itself; its compile time leaves out the "
         "tuning the pool spared"
     )
+
+
+def reuse_kind(notes: str | None) -> str | None:
+    """How a cell's notes say it reused tuning: "pool", "partner", or None (it tuned
+    everything itself)."""
+    if pool_counts(notes) is not None:
+        return "pool"
+    return "partner" if TUNING_REUSED in (notes or "") else None
 
 
 def pool_counts(notes: str | None) -> tuple[int, int, int] | None:
