@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from runner.env import rows as environment_rows
@@ -176,7 +177,7 @@ class Session:
                 outcome.nodes = ray_executor.stats
                 outcome.holds = list(ray_executor.holds)
             else:
-                with run_workdir(run.run_id) as workdir:
+                with run_workdir(run.run_id, on_left=_left_note(on_note)) as workdir:
                     executor = Executor(
                         workdir,
                         workers=placement.workers or 1,
@@ -216,6 +217,18 @@ class Session:
 
 
 @contextlib.contextmanager
+def _left_note(on_note: Callable[[str], None]) -> Callable[[Path], None]:
+    """What a run says of a temporary folder whose removal a Ctrl-C cut short."""
+
+    def left(path: Path) -> None:
+        on_note(
+            f"interrupted while removing its temporary folder {path}: the next run "
+            "removes what is left"
+        )
+
+    return left
+
+
 def _on_usr1(within_s: float | None, wrap_up: Callable[[float], None]):
     """While in the block, SIGUSR1 calls ``wrap_up(within_s)`` (nothing without
     ``within_s``, or off the main thread, where no handler can be set)."""

@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -24,9 +24,15 @@ OWNER_FILE = "owner.json"
 
 
 @contextmanager
-def run_workdir(run_id: str, root: Path | None = None) -> Iterator[Path]:
+def run_workdir(
+    run_id: str, root: Path | None = None, on_left: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """A new folder for the run ``run_id`` under ``root`` (the temporary directory by
-    default), removed when the block ends."""
+    default), removed when the block ends. Removing it can take a while (14 workers'
+    Inductor caches after max-autotune cells: many thousands of files), and a Ctrl-C or
+    SIGTERM that lands then finds the run's work done: it stops the removal and nothing
+    else, and what is left, owner file included, is the next run's to remove
+    (``remove_stale``); ``on_left`` gets the folder."""
     path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
     pid = os.getpid()
     owner = {"run_id": run_id, "host": current_host(), "pid": pid, "pid_started": start_token(pid)}
@@ -34,7 +40,28 @@ def run_workdir(run_id: str, root: Path | None = None) -> Iterator[Path]:
     try:
         yield path
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        try:
+            _remove(path)
+        except KeyboardInterrupt:
+            if on_left is not None:
+                on_left(path)
+
+
+def _remove(path: Path) -> None:
+    """``path`` and all it holds, its owner file last (a removal cut short leaves a
+    folder that ``remove_stale`` can still judge)."""
+    try:
+        entries = list(path.iterdir())
+    except OSError:
+        return  # gone already
+    for entry in entries:
+        if entry.name == OWNER_FILE:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def remove_stale(root: Path | None = None) -> list[Path]:

@@ -218,3 +218,50 @@ def test_no_run_folder_outlives_its_run_and_a_live_runs_folder_stays(tmp_path):
         assert remove_stale(tmp_path) == [stale]
         assert live.exists() and unowned.exists() and not stale.exists()
     assert not live.exists()
+
+
+def test_a_ctrl_c_while_the_run_folder_is_removed_leaves_it_to_the_next_run(tmp_path):
+    """A real SIGINT that lands while a run's folder is being removed (its work done)
+    stops the removal and nothing else: no KeyboardInterrupt leaves the block, the
+    folder is reported, its owner file stays, and once the owner is gone the next
+    run's clean-up removes it."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from runner.matrix.process import start_token
+    from runner.schedule import workdir
+    from runner.schedule.workdir import OWNER_FILE, remove_stale, run_workdir
+
+    left = []
+    real_rmtree = workdir.shutil.rmtree
+
+    def interrupted_rmtree(path, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises it here
+        real_rmtree(path, **kwargs)
+
+    with run_workdir("run", tmp_path, on_left=left.append) as folder:
+        (folder / "worker-1").mkdir()
+        for index in range(50):
+            (folder / "worker-1" / f"kernel-{index}.py").write_text("x")
+        (folder / "worker-1.log").write_text("log")
+        workdir.shutil.rmtree = interrupted_rmtree
+    workdir.shutil.rmtree = real_rmtree
+    assert left == [folder]
+    assert (folder / OWNER_FILE).exists() and (folder / "worker-1").exists()
+
+    dead = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    token = start_token(dead.pid)
+    dead.kill()
+    dead.wait()
+    owner = json.loads((folder / OWNER_FILE).read_text())
+    (folder / OWNER_FILE).write_text(json.dumps({**owner, "pid": dead.pid, "pid_started": token}))
+    assert remove_stale(tmp_path) == [folder]
+    assert not folder.exists()
+
+    with run_workdir("run", tmp_path, on_left=left.append) as folder:
+        (folder / "worker-1").mkdir()
+        (folder / "worker-1" / "kernel.py").write_text("x")
+    assert not folder.exists() and len(left) == 1
