@@ -69,7 +69,9 @@ PREPARE = (
             -- why a cell could not run here (dashboard.status); other messages stay in results
             CASE WHEN r.status = 'unsupported' THEN r.error_message END AS unsupported_reason,
             r.graph_break_count,
-            r.recompile_count, r.compile_s, r.eager_ms, r.compiled_ms, r.speedup,
+            r.recompile_count, r.compile_s,
+            -- other cells busy on the host's cores while it compiled (0: alone)
+            r.compile_beside, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.eager_peak_alloc_mb, r.compiled_peak_alloc_mb, r.accuracy_pass,
             r.recorded_at,
             {_disturbance("r")} AS timing_disturbance,
@@ -303,8 +305,8 @@ WITH {CHOSEN}
 SELECT
     model_id, suite, family, config, backend, mode, dynamic, precision, size, device,
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
-    compile_s, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms, gpu_speedup,
-    eager_kernels, compiled_kernels, bound, timing_disturbance, timing,
+    compile_s, compile_beside, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms,
+    gpu_speedup, eager_kernels, compiled_kernels, bound, timing_disturbance, timing,
     array_to_string(caveats, '; ') AS caveats, memory_ratio, accuracy_pass, torch, gpu,
     env_id, run_id, label, recorded_at
 FROM chosen

@@ -216,7 +216,6 @@ class Session:
         return outcome
 
 
-@contextlib.contextmanager
 def _left_note(on_note: Callable[[str], None]) -> Callable[[Path], None]:
     """What a run says of a temporary folder whose removal a Ctrl-C cut short."""
 
@@ -229,6 +228,7 @@ def _left_note(on_note: Callable[[str], None]) -> Callable[[Path], None]:
     return left
 
 
+@contextlib.contextmanager
 def _on_usr1(within_s: float | None, wrap_up: Callable[[float], None]):
     """While in the block, SIGUSR1 calls ``wrap_up(within_s)`` (nothing without
     ``within_s``, or off the main thread, where no handler can be set)."""

@@ -21,6 +21,7 @@ import pytest
 
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import TIMING, TUNING, UNTIMED
+from runner.matrix.phases import BUILD, COMPILE, WAITING
 from runner.measure.host import SCRATCH_DIR_ENV, parse_cpus
 from runner.plan import PlanOptions, plan_cells
 from runner.schedule.cpus import split_cpus
@@ -29,10 +30,13 @@ from runner.schedule.executor import (
     STOPPED,
     WAITING_FOR_GPU,
     Executor,
+    _crowd_onto,
+    _observe_crowd,
     _Running,
 )
 from runner.schedule.gpu_lock import GpuLock
 from runner.schedule.usage import HoldLog, Usage, read_holds
+from tests.results import make_result
 from zoo.catalog import select
 from zoo.errors import Interrupted
 
@@ -236,6 +240,9 @@ def test_the_same_cells_and_statuses_whatever_the_number_of_workers(tmp_path):
     for key, result in serial.items():
         assert result.status == parallel[key].status == "pass"
         assert result.graph_count == parallel[key].graph_count
+        # Alone, no cell compiled beside another; two at once, beside at most the other.
+        assert result.compile_beside == 0.0
+        assert 0.0 <= parallel[key].compile_beside <= 1.0
     # What the run used: the host's lock was held for the timing of each cell, never
     # longer than the run; the cores were busy (building, compiling, timing).
     assert set(used.lock_held_s) == {"cpu"}
@@ -602,6 +609,36 @@ def test_a_cell_clock_paused_for_two_reasons_at_once_counts_the_pause_once():
     # Each reason's own pauses: what the lock cost the cell, whatever else paused it.
     assert running.waited(WAITING_FOR_GPU, 20.0) == pytest.approx(3.0)
     assert running.waited(STOPPED, 20.0) == pytest.approx(4.0)
+
+
+def test_a_compile_counts_the_cells_busy_on_the_cores_beside_it_and_says_so():
+    """compile_beside: time-weighted over the cell's compile phases, the other cells in
+    a phase that loads the cores; a cell waiting for a GPU lock, or timing, loads none."""
+    from types import SimpleNamespace
+
+    def running(phase: str, reported: str | None = None) -> _Running:
+        state = _Running(cell=None, result_path=Path("x"), submitted=0.0, started_at="")
+        state.phase, state.reported = phase, reported or phase
+        return SimpleNamespace(running=state)
+
+    compiling, building, timing = running(COMPILE), running(BUILD), running(TIMING)
+    waiting = running(COMPILE, reported=WAITING)
+    slots = [compiling, building, timing, waiting, None]
+    since = time.monotonic() - 2.0
+    _observe_crowd(slots, since)
+    assert compiling.running.compiling_s == pytest.approx(2.0, abs=0.1)
+    assert compiling.running.beside_s == pytest.approx(2.0, abs=0.1)  # the build only
+    assert building.running.compiling_s == timing.running.compiling_s == 0.0
+    assert waiting.running.compiling_s == 0.0
+    building.running.phase = building.running.reported = COMPILE
+    _observe_crowd(slots, time.monotonic() - 2.0)  # both compiling now
+    result = make_result(notes="earlier note")
+    _crowd_onto(result, compiling.running)
+    assert result.compile_beside == pytest.approx(1.0, abs=0.05)
+    assert result.notes.startswith("earlier note; compiled beside a mean of 1.0 other cells")
+    alone = dataclasses.replace(result, notes=None, compile_beside=None)
+    _crowd_onto(alone, timing.running)  # never seen compiling: nothing to say
+    assert alone.compile_beside is None and alone.notes is None
 
 
 def _worker_states(workdir: Path) -> dict[str, tuple[str, str]]:

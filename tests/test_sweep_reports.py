@@ -102,6 +102,7 @@ def test_time_left_counts_the_cells_left_and_prices_them_from_the_shipped_walls(
     }
     specs = {spec.id for spec in select(["@core"])}
     total = unpriced = 0
+    hours_left = 0.0
     for column in columns.columns("@core"):
         cells = len(specs) - len(_latest_models(column) & specs)
         total += cells
@@ -125,8 +126,14 @@ def test_time_left_counts_the_cells_left_and_prices_them_from_the_shipped_walls(
             continue
         per_cell = max(mean / parallel, float(timed))
         assert abs(float(hours.rstrip(" |")) - cells * per_cell / 3600) <= 0.06
+        hours_left += cells * per_cell / 3600
     assert rows["all"][0] == str(total)
-    assert f"and {unpriced} cells of configs not priced" in rows["all"][-1]
+    # The sum of the priced columns, and the cells of those that could not be priced.
+    assert abs(float(rows["all"][-1].split(",")[0].rstrip(" |")) - hours_left) <= 0.06
+    if unpriced:
+        assert f"and {unpriced} cells of configs not priced" in rows["all"][-1]
+    else:
+        assert "not priced" not in rows["all"][-1]
 
 
 def test_the_hindcast_checks_the_rule_on_the_label_s_large_finished_chunks():

@@ -43,6 +43,13 @@ MEMORY = "memory"
 PROBE = "probe"
 BREAKS = "breaks"
 
+# The phases a cell's compile time covers (``compile_s``), and those that keep a host's
+# cores busy (a worker importing torch, building a model, tracing or compiling it): a cell
+# in the first while others are in the second compiles on a crowded host
+# (``CellResult.compile_beside``).
+COMPILING = frozenset({COMPILE, EXPORT, AOT_COMPILE, LOAD_PACKAGE, JAX_TRACE, XLA_COMPILE})
+CPU_BUSY = COMPILING | {STARTING, BUILD, PROBE, BREAKS}
+
 # The status of a failure raised in each phase (an out-of-memory error is ``oom``
 # whatever the phase). Phases after the first compiled call run compiled code, and
 # fail as the compiler's.

@@ -187,6 +187,11 @@ class CellResult:
     # (runner.schedule.gpu_lock); None where its worker kept no lock
     gpu_timing_s: float | None = None
     gpu_tuning_s: float | None = None
+    # how crowded the host was while the cell compiled: the mean number of other cells
+    # of its run building, tracing or compiling on the same host meanwhile (0: alone;
+    # runner.schedule.executor, time-weighted over its compile phases). Compiles share
+    # the host's cores, so compile_s grows with it; None where no compile was seen.
+    compile_beside: float | None = None
     started_at: str | None = None
     finished_at: str | None = None
     graph_breaks: list[GraphBreak] = field(default_factory=list)

@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 from runner.backends.registry import WorkerKind, worker_kind
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.clock import utc_now_iso
-from runner.matrix.phases import STARTING, TIMING, WAITING
+from runner.matrix.phases import COMPILING, CPU_BUSY, STARTING, TIMING, WAITING
 from runner.matrix.results import (
     CRASH,
     CROWDED,
@@ -152,6 +152,10 @@ class _Running:
     # stood still for each reason before (overlapping pauses count for each).
     pause_reasons: dict[str, float] = field(default_factory=dict)
     waited_s: dict[str, float] = field(default_factory=dict)
+    # Seconds seen in a compile phase, and the integral over them of the other cells
+    # busy on the host's cores (``Executor._observe_crowd``).
+    compiling_s: float = 0.0
+    beside_s: float = 0.0
 
     def pause(self, now: float, reason: str) -> None:
         if not self.pause_reasons:
@@ -493,9 +497,11 @@ class Executor:
         in_main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, raise_terminated) if in_main else None
         try:
+            crowd_at = time.monotonic()
             while True:
                 if self._stop.is_set():
                     raise KeyboardInterrupt
+                crowd_at = _observe_crowd(slots, crowd_at)
                 if self._cut is not None and (deadline is None or self._cut < deadline):
                     deadline = self._cut
                 past_deadline = past_deadline or self._feed_closed(
@@ -509,6 +515,7 @@ class Executor:
                         cell = worker.running.cell
                         result = self._check(worker, on_phase)
                         if result is not None:
+                            _crowd_onto(result, worker.running)
                             self._account(worker)
                             self.memory.learn(result)
                             worker.running = None
@@ -879,6 +886,46 @@ def _measured_before(running: _Running, status: str, message: str) -> CellResult
     kept.wall_s = round(time.monotonic() - running.submitted, 3)
     kept.finished_at = utc_now_iso()
     return kept
+
+
+# A cell that compiled beside at least this many others (on average) says so in its notes.
+CROWD_NOTE_AT = 1.0
+
+
+def _observe_crowd(slots: list[Worker | None], since: float) -> float:
+    """Add the time since ``since`` to the compile time seen of each cell in a compile
+    phase, and that time times the number of other cells busy on the host's cores (in a
+    ``CPU_BUSY`` phase, not waiting for a GPU lock) to its crowd; now, for the next call.
+    Phases are those of the last poll, which is at most a loop turn old."""
+    now = time.monotonic()
+    active = [
+        w.running
+        for w in slots
+        if w is not None and w.running is not None and w.running.reported != WAITING
+    ]
+    busy = sum(1 for running in active if running.phase in CPU_BUSY)
+    for running in active:
+        if running.phase in COMPILING:
+            running.compiling_s += now - since
+            running.beside_s += (now - since) * (busy - 1)
+    return now
+
+
+def _crowd_onto(result: CellResult, running: _Running | None) -> None:
+    """The cell's ``compile_beside`` (the mean number of other cells busy beside its
+    compile), and a note where that is one or more."""
+    if running is None or running.compiling_s <= 0:
+        return
+    beside = running.beside_s / running.compiling_s
+    result.compile_beside = round(beside, 2)
+    if beside >= CROWD_NOTE_AT:
+        cores = len(os.sched_getaffinity(0))
+        note = (
+            f"compiled beside a mean of {beside:.1f} other cells of the run building or "
+            f"compiling on the {cores} cores it had: its compile time is a crowded host's, "
+            "longer than alone"
+        )
+        result.notes = f"{result.notes}; {note}" if result.notes else note
 
 
 def _attempt(cell: Cell, result: CellResult) -> str:

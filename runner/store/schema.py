@@ -29,7 +29,7 @@ from runner.matrix.results import CROWDED, OOM, CellResult, GraphBreak, result_c
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # abandoned: the run's process died without finishing it (killed, the host rebooted);
 # a later run on its host found it so (runner.matrix.process) and counted its rows.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
@@ -316,6 +316,11 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
         7,
         # What the accuracy reference reserved at its peak.
         ("ALTER TABLE results ADD COLUMN reference_peak_reserved_mb DOUBLE",),
+    ),
+    (
+        8,
+        # How many other cells compiled beside it while it compiled.
+        ("ALTER TABLE results ADD COLUMN compile_beside DOUBLE",),
     ),
 ]
 
