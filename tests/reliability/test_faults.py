@@ -242,13 +242,18 @@ def test_a_ctrl_c_while_the_run_folder_is_removed_leaves_it_to_the_next_run(tmp_
         os.kill(os.getpid(), signal.SIGINT)  # Python's handler raises it here
         real_rmtree(path, **kwargs)
 
-    with run_workdir("run", tmp_path, on_left=left.append) as folder:
-        (folder / "worker-1").mkdir()
-        for index in range(50):
-            (folder / "worker-1" / f"kernel-{index}.py").write_text("x")
-        (folder / "worker-1.log").write_text("log")
-        workdir.shutil.rmtree = interrupted_rmtree
-    workdir.shutil.rmtree = real_rmtree
+    # Python's own handler, as zoo-run has it (a pytest-xdist worker ignores SIGINT).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with run_workdir("run", tmp_path, on_left=left.append) as folder:
+            (folder / "worker-1").mkdir()
+            for index in range(50):
+                (folder / "worker-1" / f"kernel-{index}.py").write_text("x")
+            (folder / "worker-1.log").write_text("log")
+            workdir.shutil.rmtree = interrupted_rmtree
+    finally:
+        workdir.shutil.rmtree = real_rmtree
+        signal.signal(signal.SIGINT, previous)
     assert left == [folder]
     assert (folder / OWNER_FILE).exists() and (folder / "worker-1").exists()
 
