@@ -26,7 +26,7 @@ from rich.text import Text
 
 from runner.matrix.axes import NO_MODE
 from runner.matrix.cells import Cell
-from runner.matrix.results import PASS, STATUSES, CellResult
+from runner.matrix.results import CROWDED_COMPILE, PASS, STATUSES, CellResult
 from runner.measure.tuning import pool_counts, reuse_kind
 
 _STATUS_STYLE = {
@@ -100,6 +100,8 @@ def cell_line(result: CellResult, done: int, total: int) -> Text:
         after.append(f"{result.graph_break_count} breaks")
     if result.compile_s is not None:
         after.append(f"compile {result.compile_s:.1f}s")
+        if (result.compile_beside or 0) >= CROWDED_COMPILE:
+            after.append(f"beside {result.compile_beside:.1f} others")
     if result.status != PASS and result.error_signature:
         after.append(f"({_shorten(result.error_signature, 90)})")
     status = Text(result.status, style=_STATUS_STYLE.get(result.status, ""))
@@ -181,6 +183,20 @@ def reuse_line(results: list[CellResult]) -> str | None:
             f"in all; they benchmarked {tuned} themselves)"
         )
     return line
+
+
+def crowd_line(results: list[CellResult]) -> str | None:
+    """How crowded the run's compiles were (``CellResult.compile_beside``): their median,
+    and how many compiled beside one other cell or more; None where none did."""
+    beside = [r.compile_beside for r in results if r.compile_beside is not None]
+    crowded = sum(value >= CROWDED_COMPILE for value in beside)
+    if not crowded:
+        return None
+    return (
+        f"compile times are a crowded host's: {crowded} of {len(beside)} cell(s) compiled "
+        f"beside one other cell or more (median {statistics.median(beside):.1f}); alone, "
+        "a compile takes less (--workers 1)"
+    )
 
 
 def plan_lines(cells: list[Cell]) -> list[str]:

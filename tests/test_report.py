@@ -9,7 +9,7 @@ from rich.console import Console
 
 from runner.cli.run import _console
 from runner.matrix.results import CellResult
-from runner.report import InFlight, cell_line, make_progress, summary_table
+from runner.report import InFlight, cell_line, crowd_line, make_progress, summary_table
 from tests.results import make_result
 
 MARKUP = "chat template must end with [/INST] [bold]x[/bold] [red]"
@@ -43,6 +43,23 @@ def test_a_cell_line_keeps_its_numbers_and_styles_its_status():
     line = cell_line(result(status="pass", error_signature=None, speedup=1.5, compile_s=2.0), 1, 1)
     assert line.plain == "[1/1] custom/m:[word] eager dyn=false fp32 pass 1.50x compile 2.0s"
     assert [span.style for span in line.spans] == ["green"]
+
+
+def test_a_crowded_compile_is_said_on_its_line_and_in_the_summary():
+    crowded = result(status="pass", error_signature=None, compile_s=640.0, compile_beside=12.4)
+    line = cell_line(crowded, 1, 3).plain
+    assert line.endswith("compile 640.0s beside 12.4 others")
+    # Below one other cell, or never seen compiling: nothing is said.
+    quiet = [
+        result(status="pass", error_signature=None, compile_s=30.0, compile_beside=0.6),
+        result(status="pass", error_signature=None, compile_s=30.0, compile_beside=None),
+    ]
+    assert "beside" not in cell_line(quiet[0], 2, 3).plain
+    assert crowd_line(quiet) is None
+    assert crowd_line([crowded, *quiet]) == (
+        "compile times are a crowded host's: 1 of 2 cell(s) compiled beside one other "
+        "cell or more (median 6.5); alone, a compile takes less (--workers 1)"
+    )
 
 
 def test_the_progress_line_names_a_cell_still_running():

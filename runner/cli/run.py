@@ -730,6 +730,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
     from runner.report import (
         InFlight,
         cell_line,
+        crowd_line,
         make_progress,
         node_lines,
         node_table,
@@ -842,6 +843,8 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         out.print(summary)
     if reused := reuse_line(results):
         out.print(reused)
+    if crowded := crowd_line(results):
+        out.print(crowded)
     for line in node_lines(outcome.nodes):
         out.print(line)
     if outcome.interrupted:

@@ -65,6 +65,11 @@ class GraphBreak:
     hints: str | None = None
 
 
+# A cell that compiled beside this many other cells or more (``compile_beside``, a mean
+# over its compile) compiled on a crowded host: its notes and zoo-run's summary say so.
+CROWDED_COMPILE = 1.0
+
+
 @dataclass
 class CellResult:
     """One row of the ``results`` table. Units are in the names (ms, s, mb)."""

@@ -31,6 +31,7 @@ from runner.matrix.phases import COMPILING, CPU_BUSY, STARTING, TIMING, WAITING
 from runner.matrix.results import (
     CRASH,
     CROWDED,
+    CROWDED_COMPILE,
     FAIL_ACCURACY,
     OUTLASTED_RUN,
     PASS,
@@ -888,10 +889,6 @@ def _measured_before(running: _Running, status: str, message: str) -> CellResult
     return kept
 
 
-# A cell that compiled beside at least this many others (on average) says so in its notes.
-CROWD_NOTE_AT = 1.0
-
-
 def _observe_crowd(slots: list[Worker | None], since: float) -> float:
     """Add the time since ``since`` to the compile time seen of each cell in a compile
     phase, and that time times the number of other cells busy on the host's cores (in a
@@ -918,7 +915,7 @@ def _crowd_onto(result: CellResult, running: _Running | None) -> None:
         return
     beside = running.beside_s / running.compiling_s
     result.compile_beside = round(beside, 2)
-    if beside >= CROWD_NOTE_AT:
+    if beside >= CROWDED_COMPILE:
         cores = len(os.sched_getaffinity(0))
         note = (
             f"compiled beside a mean of {beside:.1f} other cells of the run building or "
