@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from dashboard import caveats as cell_caveats
 from dashboard import status as categories
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
-from runner.matrix.results import PASS, STATUSES, UNSUPPORTED
+from runner.matrix.results import CROWDED_COMPILE, PASS, STATUSES, UNSUPPORTED
 
 STATUS_COLORS = {
     "pass": "#2ca02c",
@@ -589,13 +589,19 @@ def speedup_histogram(points: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _speedups_by_backend(points: pd.DataFrame, x: str, x_hover: str) -> go.Figure:
+def _speedups_by_backend(
+    points: pd.DataFrame, x: str, x_hover: str, after: pd.Series | None = None
+) -> go.Figure:
     """The passing cells' speedups (y) against their column ``x``, a trace (a colour) a
     backend, a cell with a caveat on its numbers hollow (``caveat``, where the frame has
-    it); the hover names the model and config, then ``x_hover``."""
+    it); the hover names the model and config, then ``x_hover``, then the cell's text in
+    ``after`` (ours, not the data's: it is not escaped)."""
     fig = go.Figure()
+    if after is None:
+        after = pd.Series("", index=points.index)
     for backend, group in points.groupby("backend", sort=True):
         hollow = group["caveat"].fillna(False) if "caveat" in group else [False] * len(group)
+        customdata = group[["model_id", "config"]].map(_label).assign(after=after[group.index])
         fig.add_trace(
             go.Scattergl(
                 x=group[x],
@@ -607,10 +613,10 @@ def _speedups_by_backend(points: pd.DataFrame, x: str, x_hover: str) -> go.Figur
                     opacity=0.7,
                     symbol=["circle-open" if off else "circle" for off in hollow],
                 ),
-                customdata=group[["model_id", "config"]].map(_label).to_numpy(),
+                customdata=customdata.to_numpy(),
                 hovertemplate=(
                     "<b>%{customdata[0]}</b><br>%{customdata[1]}<br>speedup %{y:.2f}x"
-                    f"<br>{x_hover}<extra></extra>"
+                    f"<br>{x_hover}%{{customdata[2]}}<extra></extra>"
                 ),
             )
         )
@@ -622,7 +628,16 @@ def speedup_vs_compile(points: pd.DataFrame) -> go.Figure:
     """Speedup against compile time, one colour per backend (log compile-time axis)."""
     if points.empty or points["compile_s"].isna().all():
         return _empty("No passing cells with a compile time.")
-    fig = _speedups_by_backend(points, "compile_s", "compile %{x:.1f} s")
+    # A compile beside other cells' (a parallel sweep's) reads longer than alone.
+    beside = points.get("compile_beside")
+    after = None
+    if beside is not None:
+        after = beside.map(
+            lambda v: (
+                f", beside {v:.1f} other compiles" if pd.notna(v) and v >= CROWDED_COMPILE else ""
+            )
+        )
+    fig = _speedups_by_backend(points, "compile_s", "compile %{x:.1f} s", after)
     fig.add_hline(y=1, line=dict(color="#616161", dash="dash"))
     fig.update_layout(
         xaxis=dict(type="log", title="compile time (s, log scale)"), yaxis_title="speedup"

@@ -343,7 +343,7 @@ GROUP BY suite, variant, config
 SPEEDUP_POINTS = f"""
 WITH {CHOSEN}
 SELECT
-    row_id AS model_id, config, backend, speedup, compile_s, memory_ratio,
+    row_id AS model_id, config, backend, speedup, compile_s, compile_beside, memory_ratio,
     len(caveats) > 0 AS caveat
 FROM chosen
 WHERE status = 'pass' AND speedup > 0

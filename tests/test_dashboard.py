@@ -308,6 +308,11 @@ def test_speedup_charts():
     scatter = charts.speedup_vs_compile(points)
     assert sorted(t.name for t in scatter.data) == ["eager", "inductor"]
     assert scatter.layout.xaxis.type == "log"
+    # A compile beside others' says so in its hover; one alone, or unmeasured, does not.
+    crowded = charts.speedup_vs_compile(points.assign(compile_beside=[12.4, 0.3, None]))
+    inductor = next(trace for trace in crowded.data if trace.name == "inductor")
+    assert [row[2] for row in inductor.customdata] == [", beside 12.4 other compiles", ""]
+    assert "%{customdata[2]}" in inductor.hovertemplate
     empty = charts.speedup_histogram(points.iloc[:0])
     assert empty.layout.annotations[0].text == "No passing cells with a speedup."
 
