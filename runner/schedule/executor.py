@@ -154,7 +154,7 @@ class _Running:
     pause_reasons: dict[str, float] = field(default_factory=dict)
     waited_s: dict[str, float] = field(default_factory=dict)
     # Seconds seen in a compile phase, and the integral over them of the other cells
-    # busy on the host's cores (``Executor._observe_crowd``).
+    # busy on the host's cores (``_observe_crowd``).
     compiling_s: float = 0.0
     beside_s: float = 0.0
 
