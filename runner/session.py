@@ -42,6 +42,9 @@ class Placement:
     gpus: tuple[str, ...] = ()
     timing_cpus_per_gpu: int = 0
     quiet_timing: bool = False
+    # Inductor's compile threads per worker: a number, "auto" (the cores shared out), or
+    # None for torch's default (Executor's compile_threads).
+    compile_threads: int | str | None = None
     # A fresh worker process for every cell (the serial baseline of the benchmark).
     reuse_workers: bool = True
     # Failing torch.compile cells are triaged in this mode (runner.triage.MODES), or not.
@@ -184,6 +187,7 @@ class Session:
                         gpus=list(placement.gpus),
                         timing_cpus_per_gpu=placement.timing_cpus_per_gpu,
                         quiet_timing=placement.quiet_timing,
+                        compile_threads=placement.compile_threads,
                         reuse_workers=placement.reuse_workers,
                         memory_gib=placement.gpu_memory_gib,
                     )

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from runner.backends.registry import worker_kind
 from runner.matrix.cells import Cell, CellConfig
 from runner.matrix.holds import TIMING, TUNING, UNTIMED
 from runner.matrix.phases import BUILD, COMPILE, WAITING
@@ -251,6 +252,34 @@ def test_the_same_cells_and_statuses_whatever_the_number_of_workers(tmp_path):
     assert 0 < used.cpu_busy <= 1
     assert 0 <= used.lock_wait < 1
     assert used.workers == 2 and used.cells == len(cells)
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    return dict(item.decode().split("=", 1) for item in raw if b"=" in item)
+
+
+def test_compile_threads_reach_each_worker_and_each_row_says_so(tmp_path, monkeypatch):
+    """--compile-threads: a number is handed to every worker as Inductor's variable, auto
+    shares the cores out among the workers, and none leaves torch's default."""
+    monkeypatch.delenv("TORCHINDUCTOR_COMPILE_THREADS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    kind = worker_kind("eager", os.environ)
+    for setting, expected in ((3, "3"), ("auto", str(max(1, cores // 2))), (None, None)):
+        executor = Executor(tmp_path, workers=2, compile_threads=setting)
+        worker = executor._spawn(kind, 0)
+        try:
+            assert _environ(worker.proc.pid).get("TORCHINDUCTOR_COMPILE_THREADS") == expected
+        finally:
+            worker.kill()
+    (cell,) = [c for c in _cells() if c.config.backend == "eager"]
+    results = []
+    Executor(tmp_path, workers=1, compile_threads=2).run([cell], on_result=results.append)
+    (result,) = results
+    assert result.status == "pass"
+    assert "Inductor compiled with 2 compile thread(s) (TORCHINDUCTOR_COMPILE_THREADS)" in (
+        result.notes
+    )
 
 
 def test_lock_holds_are_logged_once_per_outermost_hold_and_summed_per_gpu(tmp_path):

@@ -25,6 +25,7 @@ from runner.plan import (
     smaller_batch,
     triage_first,
 )
+from runner.schedule.cpus import AUTO_THREADS
 from runner.steps import registry as steps
 from runner.store.schema import DEFAULT_DB_PATH as DEFAULT_DB
 from zoo.errors import UsageError, run_command
@@ -147,6 +148,21 @@ def _positive(kind, zero_ok: bool = False):
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def _compile_threads(text: str) -> int | str:
+    """``auto`` or a positive whole number of compile threads."""
+    if text == AUTO_THREADS:
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"must be 'auto' or a whole number of threads, 1 or more; got {text}"
+        )
+    return value
 
 
 def _param_count(text: str) -> int:
@@ -336,6 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="cuda: keep N CPUs per GPU free of compiling workers, whole physical cores "
         "(an SMT sibling comes along); a worker moves its timing there while it holds the "
         "GPU (default 0: none kept)",
+    )
+    run.add_argument(
+        "--compile-threads",
+        type=_compile_threads,
+        default=None,
+        metavar="N|auto",
+        help="Inductor's compile threads in each worker (TORCHINDUCTOR_COMPILE_THREADS, "
+        "which also sizes max-autotune's precompiling): auto shares the compiling cores "
+        "out among the workers, as torch's CPU threads are; default: torch's own, one "
+        "per core in every worker. Each row's notes say what was set",
     )
     run.add_argument(
         "--triage",
@@ -749,6 +775,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             workers=args.workers,
             timing_cpus_per_gpu=args.timing_cpus,
             quiet_timing=args.quiet_timing,
+            compile_threads=args.compile_threads,
             triage=triage,
         )
         where = _cluster_line(cluster, args.workers)
@@ -764,6 +791,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             gpus=tuple(gpus),
             timing_cpus_per_gpu=args.timing_cpus,
             quiet_timing=quiet_timing,
+            compile_threads=args.compile_threads,
             triage=triage,
             gpu_memory_gib=env.get("gpu_memory_gb") if gpus else None,
         )

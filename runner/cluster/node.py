@@ -117,6 +117,7 @@ class NodeRunner:
             gpus=self.gpus,
             timing_cpus_per_gpu=placement.get("timing_cpus_per_gpu", 0),
             quiet_timing=quiet,
+            compile_threads=placement.get("compile_threads"),
             reuse_workers=placement.get("reuse_workers", True),
             memory_gib=self.env.get("gpu_memory_gb") if self.gpus else None,
         )

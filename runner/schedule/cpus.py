@@ -33,6 +33,12 @@ from typing import Any
 from runner.backends.xla.eager_baseline import MODULE as XLA_EAGER_BASELINE
 from runner.measure.host import parse_cpus
 
+# Inductor's variable for its compile threads (torch._inductor.config's
+# decide_compile_threads, which also sizes max-autotune's precompiling), and the value
+# of zoo-run's --compile-threads that shares the compiling cores out among the workers.
+COMPILE_THREADS_ENV = "TORCHINDUCTOR_COMPILE_THREADS"
+AUTO_THREADS = "auto"
+
 HELPER_NICE = 10
 HOLDER_NICE = -10
 # Descendants whose command line contains one of these keep their priority: they time.

@@ -42,7 +42,7 @@ from runner.matrix.results import (
 from runner.measure import tuning
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
-from runner.schedule.cpus import split_cpus
+from runner.schedule.cpus import AUTO_THREADS, COMPILE_THREADS_ENV, split_cpus
 from runner.schedule.memory import Deferring, MemoryBudget
 from runner.schedule.worker import partial_path
 from runner.triage import (
@@ -305,6 +305,7 @@ class Executor:
         quiet_timing: bool = False,
         crowded_reserve_share: float = CROWDED_RESERVE_SHARE,
         memory_gib: float | None = None,
+        compile_threads: int | str | None = None,
     ):
         """``gpus``: UUIDs of the GPUs to spread workers over (slot i gets GPU i mod n,
         pinned with CUDA_VISIBLE_DEVICES, and that GPU's timing lock); none on CPU,
@@ -319,12 +320,15 @@ class Executor:
         cost of the compiling meanwhile. ``crowded_reserve_share``: the share of a run
         with a deadline kept at its end for its crowded retries (``_feed_deadline``).
         ``memory_gib``: each GPU's memory; a cell then starts beside others only where
-        it fits (``runner.schedule.memory``)."""
+        it fits (``runner.schedule.memory``). ``compile_threads``: Inductor's compile
+        threads in each worker (``TORCHINDUCTOR_COMPILE_THREADS``), a number or
+        ``"auto"`` (``compile_threads_per_worker``); None leaves torch's default."""
         self.workdir = workdir
         self.memory_gib = memory_gib
         self.memory = MemoryBudget(self.memory_gib)
         self.crowded_reserve_share = crowded_reserve_share
         self.quiet_timing = quiet_timing
+        self.compile_threads = compile_threads
         self.workers = workers
         self.env = dict(os.environ if env is None else env)
         self.env["PYTHONUNBUFFERED"] = "1"
@@ -372,6 +376,24 @@ class Executor:
         cores = self._compile_cpus or os.sched_getaffinity(0)
         return max(1, len(cores) // self.workers)
 
+    def compile_threads_per_worker(self) -> int | None:
+        """Inductor's compile threads in each worker, or None for torch's default (one
+        per core it may use, up to 32, in every worker: 14 workers on 14 compiling cores
+        may run 196 compile processes, and max-autotune's precompiling as many
+        threads). ``"auto"`` shares the compiling cores out among the workers."""
+        if self.compile_threads != AUTO_THREADS:
+            return self.compile_threads
+        cores = self._compile_cpus or os.sched_getaffinity(0)
+        return max(1, len(cores) // self.workers)
+
+    def _threads_onto(self, result: CellResult) -> None:
+        """A note of the compile threads set for the cell's worker, where a run set them."""
+        threads = self.compile_threads_per_worker()
+        if threads is None:
+            return
+        note = f"Inductor compiled with {threads} compile thread(s) ({COMPILE_THREADS_ENV})"
+        result.notes = f"{result.notes}; {note}" if result.notes else note
+
     def _gpu_of(self, slot: int) -> int:
         """The GPU a slot's workers run on (``_spawn``), by index; 0 without GPUs."""
         return slot % len(self.gpus) if self.gpus else 0
@@ -411,6 +433,9 @@ class Executor:
         threads = self.cpu_threads_per_worker()
         if threads is not None:
             env["OMP_NUM_THREADS"] = str(threads)
+        compile_threads = self.compile_threads_per_worker()
+        if compile_threads is not None:
+            env[COMPILE_THREADS_ENV] = str(compile_threads)
         name = f"worker-{self._spawned}"
         return Worker(kind, self.workdir, name, env, lock_key, self.lock_dir, cpu_args)
 
@@ -517,6 +542,7 @@ class Executor:
                         result = self._check(worker, on_phase)
                         if result is not None:
                             _crowd_onto(result, worker.running)
+                            self._threads_onto(result)
                             self._account(worker)
                             self.memory.learn(result)
                             worker.running = None
