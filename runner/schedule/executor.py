@@ -391,7 +391,7 @@ class Executor:
         threads = self.compile_threads_per_worker()
         if threads is None:
             return
-        note = f"Inductor compiled with {threads} compile thread(s) ({COMPILE_THREADS_ENV})"
+        note = f"its worker ran with {COMPILE_THREADS_ENV}={threads} (--compile-threads)"
         result.notes = f"{result.notes}; {note}" if result.notes else note
 
     def _gpu_of(self, slot: int) -> int:
