@@ -142,7 +142,7 @@ def job_of_recorded(cell: Cell, mode: str, run_id: str, recorded: CellResult) ->
     row = CellResult.from_dict(recorded.to_dict())
     row.triage_rung = row.triage_detail = None
     note = f"measured in run {run_id}; this row adds the triage verdict of a later run"
-    row.notes = f"{row.notes}; {note}" if row.notes else note
+    row.add_note(note)
     return replace(
         cell,
         timeout_s=job_timeout(cell, mode),

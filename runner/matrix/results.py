@@ -201,6 +201,10 @@ class CellResult:
     finished_at: str | None = None
     graph_breaks: list[GraphBreak] = field(default_factory=list)
 
+    def add_note(self, note: str) -> None:
+        """Append ``note`` to the row's notes ("; " between notes)."""
+        self.notes = f"{self.notes}; {note}" if self.notes else note
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

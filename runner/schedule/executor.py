@@ -392,7 +392,7 @@ class Executor:
         if threads is None:
             return
         note = f"its worker ran with {COMPILE_THREADS_ENV}={threads} (--compile-threads)"
-        result.notes = f"{result.notes}; {note}" if result.notes else note
+        result.add_note(note)
 
     def _gpu_of(self, slot: int) -> int:
         """The GPU a slot's workers run on (``_spawn``), by index; 0 without GPUs."""
@@ -909,7 +909,7 @@ def _measured_before(running: _Running, status: str, message: str) -> CellResult
         f"its graph breaks were not captured: the process ended as a {status} in phase "
         f"'{running.phase}', after everything else was measured ({message})"
     )
-    kept.notes = f"{kept.notes}; {note}" if kept.notes else note
+    kept.add_note(note)
     kept.wall_s = round(time.monotonic() - running.submitted, 3)
     kept.finished_at = utc_now_iso()
     return kept
@@ -948,7 +948,7 @@ def _crowd_onto(result: CellResult, running: _Running | None) -> None:
             f"compiling on the {cores} cores it had: its compile time is a crowded host's, "
             "longer than alone"
         )
-        result.notes = f"{result.notes}; {note}" if result.notes else note
+        result.add_note(note)
 
 
 def _attempt(cell: Cell, result: CellResult) -> str:
@@ -1004,7 +1004,7 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
 
 def _not_alone(result: CellResult) -> None:
     """Note on a crowded cell's last attempt that its retry alone never ran to its end."""
-    result.notes = "; ".join(filter(None, [result.notes, ALONE_NOT_REACHED]))
+    result.add_note(ALONE_NOT_REACHED)
 
 
 def _quantile(values: list[float], q: float) -> float:
