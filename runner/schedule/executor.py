@@ -373,8 +373,7 @@ class Executor:
         are part of what they measure. A value the user set is kept."""
         if not self.gpus or self.workers <= 1 or "OMP_NUM_THREADS" in self.env:
             return None
-        cores = self._compile_cpus or os.sched_getaffinity(0)
-        return max(1, len(cores) // self.workers)
+        return self._cores_per_worker()
 
     def compile_threads_per_worker(self) -> int | None:
         """Inductor's compile threads in each worker, or None for torch's default (one
@@ -383,6 +382,11 @@ class Executor:
         threads). ``"auto"`` shares the compiling cores out among the workers."""
         if self.compile_threads != AUTO_THREADS:
             return self.compile_threads
+        return self._cores_per_worker()
+
+    def _cores_per_worker(self) -> int:
+        """The compiling cores (all of them where none are kept for timing) shared out
+        among the workers, at least one each."""
         cores = self._compile_cpus or os.sched_getaffinity(0)
         return max(1, len(cores) // self.workers)
 
