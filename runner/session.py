@@ -145,6 +145,16 @@ class Session:
                 )
         for folder in remove_stale():
             on_note(f"removed {folder}, the temporary folder of a run whose process is gone")
+        # Nodes on one host may both have removed a folder (their actors start together).
+        by_node = {}
+        for node in cluster.nodes if cluster is not None else []:
+            for folder in node.info.get("removed", []):
+                by_node.setdefault(folder, node.name)
+        for folder, name in by_node.items():
+            on_note(
+                f"removed {folder} on ray node {name}, the temporary folder of a node whose "
+                "actor is gone"
+            )
         if self.store is not None:
             for row in environment_rows(self.env):
                 self.store.record_environment(row)

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -192,10 +193,14 @@ def test_a_cell_that_kills_every_node_it_runs_on_is_a_crash_row_then_resumes(two
     args = ["--module", f"{MISBEHAVING}:KillsItsRayNode", "--module", f"{TOY}:TinyMLP"]
     args += ["--module", f"{TOY}:SlowMLP", "--backends", "eager", "--device", "cpu"]
     args += ["--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db)]
+    before = set(_node_folders())
     proc = _zoo_run(*args)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, output
     assert "every ray node was lost; 1 cells were not run" in output
+    # Both nodes died with their actors, which left their folders behind.
+    left = set(_node_folders()) - before
+    assert len(left) == 2, left
     by_model = {r["model_id"]: r for r in rows(db)}
     (finished,) = set(by_model) - {"custom/misbehaving:KillsItsRayNode"}
     assert by_model[finished]["status"] == "pass"
@@ -214,6 +219,10 @@ def test_a_cell_that_kills_every_node_it_runs_on_is_a_crash_row_then_resumes(two
     proc = _zoo_run(*args)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0, output
+    # The new nodes' actors removed what the dead ones left, and the run says so.
+    for folder in left:
+        assert not folder.exists()
+        assert f"removed {folder} on ray node" in output, output
     assert sorted((r["model_id"], r["status"]) for r in rows(db)) == [
         ("custom/misbehaving:KillsItsRayNode", "crash"),
         ("custom/toy_models:SlowMLP", "pass"),
@@ -246,6 +255,10 @@ def test_ctrl_c_records_nothing_in_flight_and_leaves_no_worker(two_nodes, tmp_pa
     while _cluster_workers():
         assert time.monotonic() < deadline, _cluster_workers()
         time.sleep(0.5)
+
+
+def _node_folders() -> list[Path]:
+    return list(Path(tempfile.gettempdir()).glob("zoo-node-*"))
 
 
 def _cluster_workers() -> list[str]:

@@ -12,9 +12,7 @@ sweep, and a node that dies loses only the cells it holds.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
-import tempfile
 import threading
 import time
 from collections import deque
@@ -28,6 +26,7 @@ from runner.matrix.results import CellResult
 from runner.schedule.cpus import default_workers, split_cpus
 from runner.schedule.executor import Executor
 from runner.schedule.usage import each_hold
+from runner.schedule.workdir import NODE_PREFIX, make_workdir, remove_stale, remove_workdir
 from zoo.errors import Interrupted
 
 
@@ -74,7 +73,10 @@ class NodeRunner:
         self._events_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._executor: Executor | None = None
-        self._workdir = Path(tempfile.mkdtemp(prefix="zoo-node-"))
+        # What earlier actors on this host left (killed with their node, or by
+        # ray.kill before their run could remove it), then this actor's own folder.
+        self.removed = [str(path) for path in remove_stale(prefix=NODE_PREFIX)]
+        self._workdir = make_workdir(node_id, prefix=NODE_PREFIX)
         self._outcome: dict[str, Any] = {}
 
     def describe(self, paths: list[str] | None = None) -> dict[str, Any]:
@@ -90,6 +92,7 @@ class NodeRunner:
             "default_workers": default_workers(self.device, self.env),
             "missing": [path for path in paths or [] if not Path(path).exists()],
             "pid": os.getpid(),
+            "removed": self.removed,
         }
 
     def check_timing_cpus(self, per_gpu: int) -> str | None:
@@ -167,7 +170,7 @@ class NodeRunner:
             "usage": usage.to_dict() if usage is not None else None,
             "holds": list(each_hold(self._workdir)),
         }
-        shutil.rmtree(self._workdir, ignore_errors=True)
+        remove_workdir(self._workdir)
 
     def offer(self, cells: list[dict[str, Any]]) -> None:
         """Cells (``Cell.to_dict``) for this node to run."""
