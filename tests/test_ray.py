@@ -163,9 +163,19 @@ def test_a_sweep_over_two_nodes_records_the_rows_of_a_local_run(two_nodes, tmp_p
 def test_a_node_killed_mid_sweep_loses_only_its_cells_in_flight(two_nodes, tmp_path):
     db = tmp_path / "zoo.duckdb"
     ids = _node_ids(two_nodes)
-    proc = _zoo_run(*TINY, "--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db))
+    # The driver's worker settings reach the nodes' workers: its ZOO_ variables (the
+    # tuning pool's among them) and the placement's compile threads.
+    settings = ["--tuning-pool", "--compile-threads", "1"]
+    proc = _zoo_run(
+        *TINY, *settings, "--executor", "ray", "--ray-address", two_nodes.address, "--db", str(db)
+    )
     # A node that has finished one cell has started the next (it holds one in reserve).
     lines = _read_until(proc, lambda line: line.startswith("[1/4]"))
+    environs = [environ for pid in _cluster_workers() if (environ := _environ(pid))]
+    assert environs, "no worker of a node was found"
+    for environ in environs:
+        assert environ.get("ZOO_TUNING_POOL") == "1", environ
+        assert environ.get("TORCHINDUCTOR_COMPILE_THREADS") == "1", environ
     victim = lines[-1].rstrip().rsplit(":", 1)[1]
     time.sleep(2)  # its next cell is building or compiling
     two_nodes.remove_node(ids[victim], allow_graceful=False)
@@ -183,6 +193,8 @@ def test_a_node_killed_mid_sweep_loses_only_its_cells_in_flight(two_nodes, tmp_p
     assert "lost" in output and "its node died" in output
     (run,) = rows(db, "SELECT * FROM runs")
     assert run["status"] == "finished" and run["cells_recorded"] == 4
+    for row in results:
+        assert "TORCHINDUCTOR_COMPILE_THREADS=1 (--compile-threads)" in row["notes"], row
 
 
 def test_a_cell_that_kills_every_node_it_runs_on_is_a_crash_row_then_resumes(two_nodes, tmp_path):
@@ -255,6 +267,16 @@ def test_ctrl_c_records_nothing_in_flight_and_leaves_no_worker(two_nodes, tmp_pa
     while _cluster_workers():
         assert time.monotonic() < deadline, _cluster_workers()
         time.sleep(0.5)
+
+
+def _environ(pid: str) -> dict[str, str]:
+    try:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return {}  # ended meanwhile
+    return dict(
+        item.split("=", 1) for item in raw.decode(errors="replace").split("\0") if "=" in item
+    )
 
 
 def _node_folders() -> list[Path]:
