@@ -74,7 +74,33 @@ def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
     configs = [cell.config for cell in cells]
     assert configs[:3] == [columns.HEADLINE] * 3
     first_tuned = next(i for i, c in enumerate(configs) if tuning.tunes(c))
-    assert all(tuning.tunes(c) for c in configs[first_tuned : first_tuned + 6])
+    assert all(tuning.tunes(c) for c in configs[first_tuned:]) and len(configs[first_tuned:]) == 6
+
+
+def test_autotuning_cells_come_last_after_every_other_worker_kind():
+    """Their compiles take minutes: a plan reaches every cheaper cell first, the XLA
+    routes' (a worker kind of their own, after torch's) included."""
+    specs = select(["test_resnet", "test_vit"])
+    options = PlanOptions(
+        backends=("inductor", "xla"),
+        modes=("default", "max-autotune"),
+        dynamic=("false",),
+        precisions=("bf16",),
+        steps=("infer",),
+        device="cuda",
+    )
+    labels = [
+        (cell.spec.name, cell.config.backend, cell.config.mode)
+        for cell in plan_cells(specs, options, "env").cells
+    ]
+    assert labels == [
+        ("test_resnet", "inductor", "default"),
+        ("test_vit", "inductor", "default"),
+        ("test_resnet", "xla", "none"),
+        ("test_vit", "xla", "none"),
+        ("test_resnet", "inductor", "max-autotune"),
+        ("test_vit", "inductor", "max-autotune"),
+    ]
 
 
 def test_a_cell_waits_while_its_partner_is_under_way():

@@ -18,12 +18,12 @@ PREFIX = "@"
 HEADLINE = CellConfig("inductor", "default", "false", "bf16", "infer")
 
 # The headline column, then one change each: the other torch.compile backends, fp32, the
-# dynamic-shape flags, the other Inductor modes, torch.export and AOTInductor, a training
-# step, the XLA routes through JAX. In that order a sweep runs them (the XLA routes last
-# in any case: their worker kind runs after torch's), cheap columns first and
-# max-autotune's, whose compiles take minutes, last of torch's (a model's two max-autotune
-# cells one after the other, max-autotune first: the second reuses its tuning,
-# runner.measure.tuning). torch_xla is left out:
+# dynamic-shape flags, reduce-overhead, torch.export and AOTInductor, a training step,
+# the XLA routes through JAX, and max-autotune's two modes. In that order a sweep runs
+# them: cheap columns first, those whose compiles take minutes last (runner.plan puts
+# autotuning cells last in any plan; a model's two max-autotune cells one after the
+# other, max-autotune first: the second reuses its tuning, runner.measure.tuning).
+# torch_xla is left out:
 # no build of it exists for the pinned torch with CUDA, so every cell of it reads
 # `unsupported` (a user who has it asks for it with --backends torch_xla).
 CORE = (
@@ -39,10 +39,10 @@ CORE = (
     CellConfig("export", "strict", "false", "bf16", "infer"),
     CellConfig("aot_inductor", "default", "false", "bf16", "infer"),
     CellConfig("inductor", "default", "false", "bf16", "train"),
-    CellConfig("inductor", "max-autotune", "false", "bf16", "infer"),
-    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
     CellConfig("xla", NO_MODE, "false", "bf16", "infer"),
     CellConfig("xla_export", NO_MODE, "false", "bf16", "infer"),
+    CellConfig("inductor", "max-autotune", "false", "bf16", "infer"),
+    CellConfig("inductor", "max-autotune-no-cudagraphs", "false", "bf16", "infer"),
 )
 
 _SETS: dict[str, tuple[CellConfig, ...]] = {"headline": (HEADLINE,), "core": CORE}
