@@ -16,8 +16,10 @@ import streamlit as st
 from dashboard.text import plain
 from runner.backends.registry import names as backend_names
 from runner.matrix.axes import DYNAMIC, MODES, NO_MODE, PRECISIONS
+from runner.matrix.columns import CORE
 from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import STATUSES
+from runner.steps.registry import INFER
 
 SEARCH_KEY = "q"
 MORE_KEY = "_more_filters"
@@ -109,8 +111,29 @@ class Facets:
         return tuple(sorted(values, key=lambda value: (rank.get(value, len(rank)), value)))
 
 
+# The zoo sweep's core columns (``--configs @core``) lead, in its order: the headline
+# column first, the column every shipped model has.
+_CORE_RANK = {
+    (c.backend, c.mode, c.dynamic, c.precision, c.step): rank for rank, c in enumerate(CORE)
+}
+
+
+def _step(config: Mapping) -> str:
+    """A config's step: its own field where the frame has one, else its label's last
+    word (the label names the step only where the data has several, ``queries``)."""
+    step = config.get("step")
+    if isinstance(step, str) and step:
+        return step
+    words = str(config["config"]).split(" ")
+    return words[3] if len(words) > 3 else INFER
+
+
 def config_order(config: Mapping) -> tuple:
-    """A sort key putting configs in the CLI's axis order: backend, mode, dynamic, precision."""
+    """A sort key putting configs in order: the core set's columns first, in the
+    sweep's order, then the others in the CLI's axis order (backend, mode, dynamic,
+    precision)."""
+    axes = tuple(str(config[axis]) for axis in ("backend", "mode", "dynamic", "precision"))
+    core = _CORE_RANK.get((*axes, _step(config)), len(_CORE_RANK))
     ranks = [
         (
             _ORDER[axis].index(config[axis]) if config[axis] in _ORDER[axis] else 99,
@@ -118,7 +141,7 @@ def config_order(config: Mapping) -> tuple:
         )
         for axis in ("backend", "mode", "dynamic", "precision")
     ]
-    return (*ranks, config["config"])
+    return (core, *ranks, config["config"])
 
 
 def sort_configs(configs: list[dict]) -> list[str]:

@@ -24,7 +24,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 
 from dashboard import caveats, charts, docs, queries, ranking, reads, reproduce
-from dashboard.filters import Filters
+from dashboard.filters import Filters, sort_configs
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
 from runner.matrix import break_types
@@ -885,6 +885,26 @@ def test_every_caveat_links_to_a_section_of_the_docs():
     assert caveats.slug("fp32: still the first sweep's protocol") == (
         "fp32-still-the-first-sweeps-protocol"
     )
+
+
+def test_the_matrix_leads_with_the_core_columns_in_the_sweeps_order():
+    """The headline column (every shipped model has it) first, then the rest of the core
+    set as the sweep runs it, then the other columns (fp32 training, torch_xla, ...)."""
+    from runner.matrix.columns import CORE
+
+    db = open_database(ROOT / "data" / "runs", ROOT / "no-database.duckdb")
+    configs = reads.matrix_shape(db, Filters()).configs
+    core = [column.label() for column in CORE]
+    assert configs[: len(core)] == core
+    assert len(configs) > len(core)
+    # A user's database of one step: its labels name no step, its order is the same.
+    unnamed = [{**axes, "config": label.removesuffix(" infer")} for axes, label in zip(
+        [dict(backend=c.backend, mode=c.mode, dynamic=c.dynamic, precision=c.precision)
+         for c in CORE if c.step == "infer"],
+        [c.label() for c in CORE if c.step == "infer"],
+        strict=True,
+    )]  # fmt: skip
+    assert sort_configs(list(reversed(unnamed))) == [row["config"] for row in unnamed]
 
 
 def test_the_shipped_export_check_rows_carry_the_ran_in_fp32_caveat():
