@@ -138,7 +138,14 @@ def test_a_resident_chunk_outlives_its_first_call_and_wraps_up_on_the_last(tmp_p
     """benchmarks/resident.sh on the CPU: the first call returns while the chunk runs on
     (what it recorded so far exported under $OUT), the last call's SIGUSR1 reaches
     zoo-run through the chunk, which wraps up, and the run comes back exported."""
-    env = {**os.environ, "RESIDENT_DIR": str(tmp_path / "resident"), "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "RESIDENT_DIR": str(tmp_path / "resident"),
+        "PYTHONPATH": str(ROOT),
+        # The script's python3 is the tests' (activated or not): it has duckdb, so it
+        # never reaches for the GPU machine's wheels a checkout may keep in .whl/.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     script = ["bash", str(ROOT / "benchmarks" / "resident.sh")]
     models = "test_resnet,test_vit,test_convnext,test_efficientnet,test_byobnet"
     first = tmp_path / "first"
