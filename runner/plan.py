@@ -73,8 +73,27 @@ class Plan:
     # (``triage_first``): key -> the job's likely seconds.
     triage_too_long: dict[str, float] = field(default_factory=dict)
 
-    def estimate_s(self) -> float:
-        return sum(estimate_cell_s(cell) for cell in self.cells)
+    def estimate_s(self, workers: int = 1, gpus: int = 0) -> float:
+        """Rough seconds for the plan: its cells' estimates one after another, shared
+        by ``workers`` side by side (``parallel_share``)."""
+        serial = sum(estimate_cell_s(cell) for cell in self.cells)
+        return serial / parallel_share(min(workers, len(self.cells)), gpus)
+
+
+# Workers side by side, as measured on one H200 with 16 cores (docs/PERFORMANCE.md,
+# "Sweep throughput"): 8 ran 6.67x the serial rate, 16 ran 7.41x. Each adds about 0.83 of
+# a serial worker's rate until the GPU's timing lock is always held, about 7.4x a GPU.
+WORKER_SHARE = 0.83
+GPU_CEILING = 7.4
+
+
+def parallel_share(workers: int, gpus: int) -> float:
+    """How many times the serial rate ``workers`` side by side reach on ``gpus`` GPUs
+    (0: the CPU, where the timed calls share the cores and the lock bounds nothing)."""
+    if workers <= 1:
+        return 1.0
+    share = WORKER_SHARE * workers
+    return min(share, GPU_CEILING * gpus) if gpus else share
 
 
 def configs(options: PlanOptions) -> tuple[list[CellConfig], list[str]]:

@@ -17,6 +17,8 @@ from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
 from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import TRIAGED_STATUSES
 from runner.plan import (
+    GPU_CEILING,
+    WORKER_SHARE,
     Plan,
     PlanOptions,
     plan_cells,
@@ -703,12 +705,25 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if args.dry_run:
         if cluster is not None:
             out.print(_cluster_line(cluster, args.workers))
+            workers = sum(args.workers or n.info["default_workers"] for n in cluster.nodes)
+            gpus = sum(node.stats.gpus for node in cluster.nodes)
+        else:
+            from runner.schedule.cpus import default_workers
+
+            workers = args.workers or default_workers(device, env)
+            gpus = int(env.get("gpu_count") or 0) if device == "cuda" else 0
+        workers = max(1, min(workers, len(plan.cells)))
         for line in plan_lines(plan.cells):
             out.print(line)
-        minutes = plan.estimate_s() / 60
+        minutes = plan.estimate_s(workers, gpus) / 60
         out.print(
-            f"{len(plan.cells)} cells to run on {device}, about {minutes:.0f} min "
-            "(a rough estimate: ~45 s per inductor cell on a GPU, ~330 s for max-autotune)"
+            f"{len(plan.cells)} cells to run on {device}, about {minutes:.0f} min with "
+            f"{workers} worker(s)"
+        )
+        out.print(
+            "(a rough estimate: one after another ~45 s per inductor cell on a GPU, ~330 s "
+            f"for max-autotune; each worker side by side adds about {WORKER_SHARE:g} of that "
+            f"rate, up to {GPU_CEILING:g}x a GPU, as measured on one H200)"
         )
         return 0
     if not plan.cells:
