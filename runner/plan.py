@@ -229,10 +229,13 @@ def shard(plan: Plan, index: int, count: int) -> Plan:
 
     Cells are ordered by their key, which is the same on every machine with the
     same environment, so N machines given 1/N .. N/N cover the plan exactly once,
-    and each gets an even share of every model and config.
+    and each gets an even share of every model and config. The share runs in the
+    plan's order (column by column for a named set, autotuning last, one worker kind
+    at a time), not in the order that dealt it.
     """
     ordered = sorted(plan.cells, key=lambda cell: (cell.spec.id, cell.config.label(), cell.key))
-    mine = ordered[index - 1 :: count]
+    dealt = {cell.key for cell in ordered[index - 1 :: count]}
+    mine = [cell for cell in plan.cells if cell.key in dealt]
     return Plan(cells=mine, dropped=plan.dropped, skipped=plan.skipped)
 
 

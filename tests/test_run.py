@@ -277,6 +277,9 @@ def test_a_database_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
 
 
 def test_shards_partition_the_plan():
+    from dataclasses import replace
+
+    from runner.matrix import columns
     from runner.plan import PlanOptions, plan_cells, shard
     from zoo.catalog import select
 
@@ -295,6 +298,14 @@ def test_shards_partition_the_plan():
     assert len(set(keys)) == len(keys)
     assert max(map(len, shares)) - min(map(len, shares)) <= 1
     assert [c.key for c in shard(plan, 2, 4).cells] == [c.key for c in shares[1]]
+    # Each share keeps the plan's order: a named set's share runs column by column,
+    # XLA's cells together and the autotuning ones last, as the whole plan would.
+    core = replace(options, device="cuda", columns=columns.columns("@core"))
+    plan = plan_cells(select(["test_resnet", "test_vit", "test_convnext"]), core, env_id="e")
+    rank = {cell.key: i for i, cell in enumerate(plan.cells)}
+    for k in range(1, 4):
+        share = [rank[cell.key] for cell in shard(plan, k, 3).cells]
+        assert share == sorted(share) and len(share) == len(plan.cells) // 3
 
 
 def test_a_cell_stopped_while_its_breaks_are_captured_keeps_its_measurement(tmp_path):
