@@ -35,7 +35,7 @@ columns[2].metric(
     "in the table): not attempted, so not in the pass rate.",
 )
 columns[3].metric(
-    "Not run",
+    "Not run (within suites)",
     f"{not_run:,}",
     help="A suite's models without a cell in a config that ran some of that suite (the "
     "header counts every model and config, across suites).",
