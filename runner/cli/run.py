@@ -705,14 +705,13 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
     if args.dry_run:
         if cluster is not None:
             out.print(_cluster_line(cluster, args.workers))
-            workers = sum(args.workers or n.info["default_workers"] for n in cluster.nodes)
+            workers = sum(_node_workers(node, args.workers) for node in cluster.nodes)
+            workers = min(workers, len(plan.cells))
             gpus = sum(node.stats.gpus for node in cluster.nodes)
         else:
-            from runner.schedule.cpus import default_workers
-
-            workers = args.workers or default_workers(device, env)
+            workers = _local_workers(args, device, env, len(plan.cells))
             gpus = int(env.get("gpu_count") or 0) if device == "cuda" else 0
-        workers = max(1, min(workers, len(plan.cells)))
+        workers = max(1, workers)
         for line in plan_lines(plan.cells):
             out.print(line)
         minutes = plan.estimate_s(workers, gpus) / 60
@@ -757,9 +756,22 @@ def _with_expected_memory(plan, store, device: str):
     return replace(plan, cells=cells)
 
 
+def _local_workers(args, device: str, env, cells: int) -> int:
+    """The workers a run on this machine starts: --workers or the machine's default, no
+    more than it has cells."""
+    from runner.schedule.cpus import default_workers
+
+    return min(args.workers or default_workers(device, env), cells)
+
+
+def _node_workers(node, workers: int | None) -> int:
+    """The workers a Ray node starts: --workers or the node's own default."""
+    return workers or node.info["default_workers"]
+
+
 def _cluster_line(cluster, workers: int | None) -> str:
     nodes = ", ".join(
-        f"{node.name} ({workers or node.info['default_workers']} worker(s)"
+        f"{node.name} ({_node_workers(node, workers)} worker(s)"
         + (f", {node.stats.gpus} GPU(s))" if node.stats.gpus else ")")
         for node in cluster.nodes
     )
@@ -778,7 +790,6 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         reuse_line,
         summary_table,
     )
-    from runner.schedule.cpus import default_workers
     from runner.session import Placement, Session
 
     command = shlex.join(["zoo-run", *(sys.argv[1:] if argv is None else argv)])
@@ -796,7 +807,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         where = _cluster_line(cluster, args.workers)
     else:
         gpus = environment.gpu_uuids() if device == "cuda" else []
-        workers = min(args.workers or default_workers(device, env), total)
+        workers = _local_workers(args, device, env, total)
         # On the CPU the timed calls and the neighbours' compiles share the same cores:
         # without stopping them, timings of parallel workers are far off the serial ones
         # (docs/logs/throughput_cpu_quiet_timing.txt); with it, within a few percent.
