@@ -56,6 +56,9 @@ class PlanOptions:
     seq_len: int | None = None
     timeout_s: float | None = None
     size: str = "full"
+    # Whether the size was asked for (``--size``) rather than the device's default:
+    # only then does the plan say which models have one size and ignore it.
+    size_asked: bool = True
     max_params: int | None = None
     # A named set of columns (``runner.matrix.columns``): these configs instead of the
     # cross product of the axes above.
@@ -215,7 +218,7 @@ def plan_cells(
             backends.worker_group(cell.config.backend),
         )
     )
-    if one_size:
+    if one_size and options.size_asked:
         plural = "s" if one_size > 1 else ""
         dropped.append(
             f"size {options.size}: {one_size} model{plural} of suites with one size "

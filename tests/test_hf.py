@@ -579,6 +579,9 @@ def test_plan_gives_hf_cells_their_size_batch_and_sequence():
     assert tiny.dropped == [
         "size tiny: 1 model of suites with one size (timm, custom) run at size full"
     ]
+    # tiny as the CPU's default, not asked for: timm's one size is no news then.
+    default = plan_cells(specs, replace(options, size="tiny", size_asked=False), "env")
+    assert default.dropped == [] and default.cells == tiny.cells
     bert = [spec for spec in specs if spec.suite == "hf"]
     cuda = plan_cells(bert, replace(options, device="cuda", max_params=5), "env")
     (cell,) = cuda.cells

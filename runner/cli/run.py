@@ -483,6 +483,7 @@ def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
         seq_len=args.seq_len,
         timeout_s=args.timeout,
         size=args.size or ("full" if device == "cuda" else "tiny"),
+        size_asked=args.size is not None,
         max_params=args.max_params,
         columns=args.configs[1] if args.configs else None,
     )
