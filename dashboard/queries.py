@@ -5,7 +5,7 @@ from dataclasses import fields
 from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
-from runner.matrix.results import CROWDED, TUNING_REUSED
+from runner.matrix.results import CROWDED, TRIAGE_INTERRUPTED, TUNING_REUSED
 from runner.store.schema import crowded_row, latest_row
 
 
@@ -410,13 +410,22 @@ QUALIFY count(*) OVER (PARTITION BY config, variant) > 1
 ORDER BY config, variant, first_recorded, sweep
 """
 
-# Failing cells grouped by their normalized error signature (the status when none);
+# An accuracy failure has no error message to group by; what tells one from another is
+# where the triage ladder placed it (wrong already under dynamo's eager backend, or only
+# once Inductor compiles), so its group is that verdict.
+_ACCURACY_SIGNATURE = f"""
+CASE WHEN status = 'fail_accuracy' THEN 'fail_accuracy: ' || CASE
+    WHEN triage_rung IS NULL OR triage_rung = '{TRIAGE_INTERRUPTED}' THEN 'not triaged'
+    ELSE triage_rung END END"""
+
+# Failing cells grouped by their normalized error signature (when none: an accuracy
+# failure's triage verdict, else the status);
 # unsupported cells are no failures: UNSUPPORTED_REASONS.
 FAILURE_GROUPS = f"""
 WITH {CHOSEN}
 SELECT
     status,
-    coalesce(error_signature, error_type, status) AS signature,
+    coalesce(error_signature, error_type, {_ACCURACY_SIGNATURE}, status) AS signature,
     any_value(error_type) AS error_type,
     coalesce(list(DISTINCT error_phase) FILTER (WHERE error_phase IS NOT NULL), []) AS phases,
     count(*) AS cells,

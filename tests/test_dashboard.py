@@ -953,9 +953,46 @@ def test_failures_page_groups_by_signature(app):
     app.run()
     at = no_exception(app.switch_page("pages_/failures.py").run())
     groups = at.dataframe[0].value
-    assert set(groups["signature"]) == {SIGNATURE, "fail_accuracy"}
+    # The fixture's accuracy failure was never triaged; triaged ones group by verdict
+    # (test_accuracy_failures_group_by_their_triage_verdict).
+    assert set(groups["signature"]) == {SIGNATURE, "fail_accuracy: not triaged"}
     assert groups.set_index("signature").loc[SIGNATURE, "cells"] == 1
     assert VIT in texts(at)
+
+
+def test_accuracy_failures_group_by_their_triage_verdict(tmp_path):
+    """An accuracy failure has no message: where the ladder placed it (wrong already
+    under dynamo's eager backend, or only once Inductor compiles) is its group; an
+    interrupted or missing triage is one group of its own."""
+    from runner.matrix.results import TRIAGE_INTERRUPTED
+
+    accurate = {"accuracy_pass": False, "rmse": 0.9, "eager_rmse": 0.01}
+    rows_in = [
+        cell("umt5", "umt5", "inductor", "fail_accuracy", triage_rung="fails in dynamo",
+             **accurate),
+        cell("doge", "doge", "inductor", "fail_accuracy", triage_rung="fails in dynamo",
+             **accurate),
+        cell("hrnet_w18", "hrnet", "inductor", "fail_accuracy",
+             triage_rung="fails in inductor", **accurate),
+        cell("canine", "canine", "inductor", "fail_accuracy",
+             triage_rung=TRIAGE_INTERRUPTED, **accurate),
+        cell("dla102", "dla", "inductor", "compile_error", error_signature="Boom <N>",
+             triage_rung="fails in inductor"),
+    ]  # fmt: skip
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="accuracy", command="zoo-run", status="finished")
+    store.start_run(run)
+    store.write_results(run.run_id, rows_in)
+    store.finish_run(run.run_id, "finished", len(rows_in))
+    groups = reads.failure_groups(open_database(runs_dir, db_path), Filters(run=("accuracy",)))
+    found = {row.signature: sorted(row.model_ids) for row in groups.itertuples()}
+    assert found == {
+        "fail_accuracy: fails in dynamo": ["timm/doge", "timm/umt5"],
+        "fail_accuracy: fails in inductor": ["timm/hrnet_w18"],
+        "fail_accuracy: not triaged": ["timm/canine"],
+        "Boom <N>": ["timm/dla102"],
+    }
 
 
 def test_compare_page(app):

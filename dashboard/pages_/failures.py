@@ -65,8 +65,9 @@ st.caption(
 )
 st.caption(
     "A signature is the error message with numbers, shapes and paths masked, so equal "
-    "failures group together; cells without one group by status. Triage: the stage the "
-    "backend ladder placed the group's cells at (zoo-run --triage ladder)."
+    "failures group together; accuracy failures group by where the triage placed them, "
+    "other cells without a signature by status. Triage: the stage the backend ladder "
+    "placed the group's cells at (zoo-run --triage ladder)."
 )
 reads.show_table(
     pd.DataFrame(
