@@ -979,13 +979,8 @@ def test_accuracy_failures_group_by_their_triage_verdict(tmp_path):
         cell("dla102", "dla", "inductor", "compile_error", error_signature="Boom <N>",
              triage_rung="fails in inductor"),
     ]  # fmt: skip
-    runs_dir, db_path = build(tmp_path)
-    store = Store.open(db_path)
-    run = RunRecord(label="accuracy", command="zoo-run", status="finished")
-    store.start_run(run)
-    store.write_results(run.run_id, rows_in)
-    store.finish_run(run.run_id, "finished", len(rows_in))
-    groups = reads.failure_groups(open_database(runs_dir, db_path), Filters(run=("accuracy",)))
+    db = _beside_the_fixture(tmp_path, rows_in, "accuracy")
+    groups = reads.failure_groups(db, Filters(run=("accuracy",)))
     found = {row.signature: sorted(row.model_ids) for row in groups.itertuples()}
     assert found == {
         "fail_accuracy: fails in dynamo": ["timm/doge", "timm/umt5"],
@@ -1379,16 +1374,22 @@ def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_pat
     )
 
 
-def _flagged(tmp_path, rows_in, key: str, column: str = "model_id") -> list:
-    """``column`` of the newest rows that carry caveat ``key``, once ``rows_in`` are
-    recorded in a run of their own beside the test sweep."""
+def _beside_the_fixture(tmp_path, rows_in, label: str):
+    """The dashboard's data once ``rows_in`` are recorded in a run of their own (labelled
+    ``label``) beside the test sweep."""
     runs_dir, db_path = build(tmp_path)
     store = Store.open(db_path)
-    run = RunRecord(label="flagged", command="zoo-run", status="finished")
+    run = RunRecord(label=label, command="zoo-run", status="finished")
     store.start_run(run)
     store.write_results(run.run_id, rows_in)
     store.finish_run(run.run_id, "finished", len(rows_in))
-    db = open_database(runs_dir, db_path)
+    return open_database(runs_dir, db_path)
+
+
+def _flagged(tmp_path, rows_in, key: str, column: str = "model_id") -> list:
+    """``column`` of the newest rows that carry caveat ``key``, once ``rows_in`` are
+    recorded in a run of their own beside the test sweep."""
+    db = _beside_the_fixture(tmp_path, rows_in, "flagged")
     return [
         value
         for (value,) in db.con.execute(
