@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dashboard.data import load  # noqa: E402
+from dashboard.queries import FAILURE_SIGNATURE  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types, columns  # noqa: E402
 from runner.matrix.cells import CellConfig  # noqa: E402
@@ -160,7 +161,7 @@ def main() -> int:
     print("\n## The commonest failure signatures\n\n| status | signature | cells |")
     print("| --- | --- | --- |")
     for status, signature, count in con.execute(
-        "SELECT status, coalesce(error_signature, status), count(*) FROM headline "
+        f"SELECT status, {FAILURE_SIGNATURE}, count(*) FROM headline "
         "WHERE status <> 'pass' GROUP BY ALL ORDER BY count(*) DESC, 1, 2 "
         f"LIMIT {TOP}"
     ).fetchall():

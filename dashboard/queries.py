@@ -417,15 +417,17 @@ _ACCURACY_SIGNATURE = f"""
 CASE WHEN status = 'fail_accuracy' THEN 'fail_accuracy: ' || CASE
     WHEN triage_rung IS NULL OR triage_rung = '{TRIAGE_INTERRUPTED}' THEN 'not triaged'
     ELSE triage_rung END END"""
+# A failing row's group: its normalized error signature; when it has none, its error
+# type, an accuracy failure's triage verdict, else its status (docs' reports group so too).
+FAILURE_SIGNATURE = f"coalesce(error_signature, error_type, {_ACCURACY_SIGNATURE}, status)"
 
-# Failing cells grouped by their normalized error signature (when none: an accuracy
-# failure's triage verdict, else the status);
-# unsupported cells are no failures: UNSUPPORTED_REASONS.
+# Failing cells grouped by FAILURE_SIGNATURE; unsupported cells are no failures:
+# UNSUPPORTED_REASONS.
 FAILURE_GROUPS = f"""
 WITH {CHOSEN}
 SELECT
     status,
-    coalesce(error_signature, error_type, {_ACCURACY_SIGNATURE}, status) AS signature,
+    {FAILURE_SIGNATURE} AS signature,
     any_value(error_type) AS error_type,
     coalesce(list(DISTINCT error_phase) FILTER (WHERE error_phase IS NOT NULL), []) AS phases,
     count(*) AS cells,

@@ -172,6 +172,15 @@ def test_accuracy_margins_are_past_the_bound_and_in_order():
         if line.startswith("| hf/") or line.startswith("| timm/")
     ]
     assert len(rows) == int(count)
+    # The signatures table splits them by where the triage placed them, as the
+    # dashboard's Failures page does; the two verdicts the shipped rows hold lead it.
+    signatures = out.split("## The commonest failure signatures", 1)[1].split("\n## ", 1)[0]
+    accuracy = re.findall(r"^\| fail_accuracy \| (.+?) \| (\d+) \|$", signatures, re.M)
+    assert {name for name, _ in accuracy} >= {
+        "fail_accuracy: fails in inductor",
+        "fail_accuracy: fails in dynamo",
+    }
+    assert sum(int(cells) for _, cells in accuracy) <= int(count)
 
 
 def test_the_disturbed_share_splits_by_launch_bound_over_the_profiled_cells():
