@@ -9,7 +9,7 @@ beside it, on every page that shows one.
 
 from __future__ import annotations
 
-from runner.matrix.results import PASS, STATUSES, UNSUPPORTED
+from runner.matrix.results import PASS, STATUSES, TRIAGE_INTERRUPTED, UNSUPPORTED
 
 PASSED = "passed"
 FAILED = "failed"
@@ -47,3 +47,46 @@ def pass_rate_text(passed: int, attempted: int, unsupported: int = 0, not_run: i
         if count
     ]
     return " · ".join([text, *extra])
+
+
+# What each verdict of the triage ladder (runner.triage: eager, then aot_eager, then
+# aot_eager_decomp_partition, then the cell's own backend, each run for its checks)
+# tells a reader about where a failure lies.
+VERDICT_MEANINGS = {
+    "fails in dynamo": (
+        "torch.compile's eager backend, dynamo's graph capture with no compiler behind "
+        "it, already fails as the cell did: the cause is in capturing or running the "
+        "model's code under dynamo, not in a compiler"
+    ),
+    "fails in AOT autograd": (
+        "dynamo's capture passes and aot_eager fails: the cause is in AOT autograd's "
+        "tracing or functionalization"
+    ),
+    "fails in decompositions/partitioning": (
+        "aot_eager passes and aot_eager_decomp_partition fails: the cause is in "
+        "Inductor's decompositions or the partitioner, before Inductor lowers anything"
+    ),
+    "did not fail again": (
+        "every rung, the cell's own backend included, passed when triaged: the failure "
+        "did not repeat (flaky, or caused by the run's conditions, such as a crowded device)"
+    ),
+    TRIAGE_INTERRUPTED: (
+        "the triage job was cut off (by a time limit or the run's end) before a verdict; "
+        "the next zoo-run --triage over the same database triages the cell"
+    ),
+}
+
+
+def verdict_meaning(verdict: str) -> str | None:
+    """What the ladder's ``verdict`` (``triage_rung``) says of a failure; None for text
+    it never writes."""
+    if verdict in VERDICT_MEANINGS:
+        return VERDICT_MEANINGS[verdict]
+    prefix = "fails in "
+    if verdict.startswith(prefix) and len(verdict) > len(prefix):
+        backend = verdict[len(prefix) :]
+        return (
+            f"every rung below passes and {backend} itself fails: the cause is in its "
+            "compiler (for inductor: lowering, scheduling or the generated kernels)"
+        )
+    return None

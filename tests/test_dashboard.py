@@ -990,6 +990,39 @@ def test_accuracy_failures_group_by_their_triage_verdict(tmp_path):
     }
 
 
+def test_every_triage_verdict_says_what_it_means_in_model_detail(tmp_path, monkeypatch):
+    from dashboard import status
+    from runner import triage
+    from runner.matrix.results import TRIAGE_INTERRUPTED
+
+    written = [
+        *triage.RUNG_STAGE.values(),
+        triage.stage_of("inductor"),
+        triage.stage_of("cudagraphs"),
+        triage.NOT_AGAIN,
+        TRIAGE_INTERRUPTED,
+    ]
+    meanings = [status.verdict_meaning(verdict) for verdict in written]
+    assert all(meanings) and len(set(meanings)) == len(meanings)
+    assert "cudagraphs itself fails" in status.verdict_meaning("fails in cudagraphs")
+    assert status.verdict_meaning("fails in ") is None
+    assert status.verdict_meaning("no verdict the ladder writes") is None
+    row = cell("umt5", "umt5", "inductor", "fail_accuracy", triage_rung="fails in dynamo",
+               triage_detail="fail_accuracy", accuracy_pass=False, rmse=0.9, eager_rmse=0.01)  # fmt: skip
+    _beside_the_fixture(tmp_path, [row], "triaged")
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ZOO_DB", str(tmp_path / "zoo.duckdb"))
+    at = AppTest.from_file(str(APP), default_timeout=60)
+    at.query_params["model"] = "timm/umt5"
+    at = no_exception(at.switch_page("pages_/detail.py").run())
+    page = "\n".join(text.value for text in at.text)  # stored text is shown as text
+    assert "Triage (the backend ladder): fails in dynamo" in page
+    assert "what it means: " + status.VERDICT_MEANINGS["fails in dynamo"] in page
+    # and on the Failures page, in the verdict's group
+    at = no_exception(at.switch_page("pages_/failures.py").run())
+    assert "` fails in dynamo `: " + status.VERDICT_MEANINGS["fails in dynamo"] in texts(at)
+
+
 def test_compare_page(app):
     app.run()
     app.query_params["a"] = "nightly"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dashboard import caveats, charts, reads, reproduce
+from dashboard import caveats, charts, reads, reproduce, status
 from dashboard.filters import config_order, warn_unknown_choice
 from dashboard.text import plain
 
@@ -248,6 +248,9 @@ def cell_section(cell: dict) -> None:
     why = []
     if cell.get("triage_rung"):
         why.append(f"Triage (the backend ladder): {cell['triage_rung']}")
+        meaning = status.verdict_meaning(cell["triage_rung"])
+        if meaning:
+            why.append(f"  what it means: {meaning}")
         if cell.get("triage_detail"):
             why.append(f"  the failing rung: {cell['triage_detail']}")
         if cell.get("triage_bisect"):

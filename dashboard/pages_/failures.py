@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from dashboard import reads
+from dashboard import reads, status
 from dashboard.text import code, plain
 
 GROUPS_SHOWN = 30
@@ -16,6 +16,10 @@ def _names(values: list[str]) -> str:
     shown = ", ".join(code(v) for v in values[:NAMES_SHOWN])
     more = len(values) - NAMES_SHOWN
     return shown + (f" and {more:,} more" if more > 0 else "")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def unsupported_section(reasons: pd.DataFrame) -> None:
@@ -91,9 +95,16 @@ for index, group in groups.head(GROUPS_SHOWN).iterrows():
     with st.expander(title, expanded=index == 0):
         st.code(group["signature"], language="text", wrap_lines=True)
         st.markdown(
-            f"**{group['models']:,} models**: {_names(list(group['model_ids']))}\n\n"
-            f"**{len(group['configs'])} configs**: {_names(list(group['configs']))}"
+            f"**{_count(group['models'], 'model')}**: {_names(list(group['model_ids']))}\n\n"
+            f"**{_count(len(group['configs']), 'config')}**: {_names(list(group['configs']))}"
         )
+        verdicts = [
+            f"- {code(rung)}: {plain(meaning)}"
+            for rung in group["rungs"]
+            if (meaning := status.verdict_meaning(rung))
+        ]
+        if verdicts:
+            st.markdown("**Triage**, where the ladder placed them:\n" + "\n".join(verdicts))
         example = reads.result(db, group["example_result_id"])
         if example is not None:
             st.markdown(f"Example: {code(example['model_id'])} · {plain(example['config'])}")
