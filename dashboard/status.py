@@ -85,8 +85,13 @@ def verdict_meaning(verdict: str) -> str | None:
     prefix = "fails in "
     if verdict.startswith(prefix) and len(verdict) > len(prefix):
         backend = verdict[len(prefix) :]
+        where = (
+            "Inductor's lowering, scheduling or generated kernels"
+            if backend == "inductor"
+            else f"what {backend} adds to the graph"
+        )
         return (
-            f"every rung below passes and {backend} itself fails: the cause is in its "
-            "compiler (for inductor: lowering, scheduling or the generated kernels)"
+            "every rung before it (eager, aot_eager, aot_eager_decomp_partition) passes "
+            f"and {backend} itself fails: the cause is in {where}"
         )
     return None

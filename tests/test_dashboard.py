@@ -1005,6 +1005,7 @@ def test_every_triage_verdict_says_what_it_means_in_model_detail(tmp_path, monke
     meanings = [status.verdict_meaning(verdict) for verdict in written]
     assert all(meanings) and len(set(meanings)) == len(meanings)
     assert "cudagraphs itself fails" in status.verdict_meaning("fails in cudagraphs")
+    assert "Inductor's lowering" in status.verdict_meaning("fails in inductor")
     assert status.verdict_meaning("fails in ") is None
     assert status.verdict_meaning("no verdict the ladder writes") is None
     row = cell("umt5", "umt5", "inductor", "fail_accuracy", triage_rung="fails in dynamo",
