@@ -194,8 +194,9 @@ def crowd_line(results: list[CellResult]) -> str | None:
         return None
     return (
         f"compile times are a crowded host's: {crowded} of {len(beside)} cell(s) compiled "
-        f"beside one other cell or more (median {statistics.median(beside):.1f}); alone, "
-        "a compile takes less (--workers 1)"
+        f"beside one other cell or more (over all {len(beside)}, a median of "
+        f"{statistics.median(beside):.1f} others beside a compile); alone, a compile takes "
+        "less (--workers 1)"
     )
 
 

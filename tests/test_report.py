@@ -58,7 +58,8 @@ def test_a_crowded_compile_is_said_on_its_line_and_in_the_summary():
     assert crowd_line(quiet) is None
     assert crowd_line([crowded, *quiet]) == (
         "compile times are a crowded host's: 1 of 2 cell(s) compiled beside one other "
-        "cell or more (median 6.5); alone, a compile takes less (--workers 1)"
+        "cell or more (over all 2, a median of 6.5 others beside a compile); alone, a "
+        "compile takes less (--workers 1)"
     )
 
 
