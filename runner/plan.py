@@ -90,6 +90,35 @@ WORKER_SHARE = 0.83
 GPU_CEILING = 7.4
 
 
+def estimate_lines(plan: Plan, device: str, workers: int, gpus: int) -> list[str]:
+    """What ``--dry-run`` says of the plan's length, and what the figure rests on: the
+    backends' one-after-another seconds on ``device`` and the workers' share."""
+    cells = len(plan.cells)
+    seconds = plan.estimate_s(workers, gpus)
+    length = "under a minute" if seconds < 60 else f"about {seconds / 60:.0f} min"
+    plural = "" if cells == 1 else "s"
+    inductor = backends.get("inductor")
+    if device == "cuda":
+        basis = (
+            f"~{inductor.estimate_s(device, 'default'):.0f} s per inductor cell on a GPU, "
+            f"~{inductor.estimate_s(device, 'max-autotune'):.0f} s for max-autotune"
+        )
+        shared = f"up to {GPU_CEILING:g}x a GPU, as measured on one H200"
+    else:
+        basis = (
+            f"~{inductor.estimate_s(device, 'default'):.0f} s per inductor cell on a CPU, "
+            f"~{backends.get('eager').estimate_s(device, 'none'):.0f} s per eager or "
+            "aot_eager cell"
+        )
+        shared = "the figure of a GPU host, not measured on a CPU"
+    if workers > 1:
+        basis += f"; each worker side by side adds about {WORKER_SHARE:g} of that rate, {shared}"
+    return [
+        f"{cells} cell{plural} to run on {device}, {length} with {workers} worker(s)",
+        f"(a rough estimate: one after another {basis})",
+    ]
+
+
 def parallel_share(workers: int, gpus: int) -> float:
     """How many times the serial rate ``workers`` side by side reach on ``gpus`` GPUs
     (0: the CPU, where the timed calls share the cores and the lock bounds nothing)."""

@@ -7,13 +7,14 @@ import re
 import signal
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from runner.cli.run import main
 from runner.matrix.results import CROWDED
-from runner.plan import PlanOptions, parallel_share, plan_cells, skip_recorded
+from runner.plan import Plan, PlanOptions, estimate_lines, parallel_share, plan_cells, skip_recorded
 from runner.store.db import Store
 from tests.results import rows
 from zoo.catalog import select
@@ -149,6 +150,21 @@ def test_the_estimate_shares_the_cells_among_workers_up_to_the_gpus_lock():
     assert serial == pytest.approx(90.0)  # two inductor cells on a GPU, ~45 s each
     # More workers than cells: two side by side.
     assert plan.estimate_s(workers=8, gpus=1) == pytest.approx(serial / 1.66)
+    # What --dry-run prints: the length, and the figures it rests on for the device.
+    length, basis = estimate_lines(plan, "cuda", 8, 1)
+    assert length == "2 cells to run on cuda, under a minute with 8 worker(s)"
+    assert "~45 s per inductor cell on a GPU, ~330 s for max-autotune" in basis
+    assert "about 0.83 of that rate, up to 7.4x a GPU" in basis
+    one = Plan(cells=plan.cells[:1] * 3)
+    assert estimate_lines(one, "cuda", 1, 1) == [
+        "3 cells to run on cuda, about 2 min with 1 worker(s)",
+        "(a rough estimate: one after another ~45 s per inductor cell on a GPU, ~330 s for "
+        "max-autotune)",
+    ]
+    cpu = plan_cells(specs, replace(options, device="cpu"), "env")
+    length, basis = estimate_lines(cpu, "cpu", 2, 0)
+    assert "~40 s per inductor cell on a CPU, ~10 s per eager or aot_eager cell" in basis
+    assert "not measured on a CPU" in basis and "GPU, as measured" not in basis
 
 
 def test_a_named_config_set_plans_its_columns_per_model(tmp_path, capsys):
@@ -269,7 +285,7 @@ def test_a_database_that_cannot_be_written_is_a_usage_error(tmp_path, capsys):
         assert "pass a different database path (--db)" in err
         # A dry run only reads: it plans against what is recorded.
         assert main([*args, "--db", str(db), "--dry-run"]) == 0
-        assert "1 cells to run on cpu" in capsys.readouterr().out
+        assert "1 cell to run on cpu" in capsys.readouterr().out
     finally:
         if immutable:
             subprocess.run(["chattr", "-i", str(db)], check=True)

@@ -51,7 +51,7 @@ def test_a_chunk_skips_what_is_shipped_and_exports_only_its_run(tmp_path):
         *models,
     )
     assert done.returncode == 0, done.stderr
-    assert "skipping 1 cells already recorded" in done.stderr
+    assert "skipping 1 cell already recorded" in done.stderr
     (exported,) = list(new.iterdir())
     assert exported.name != before
     cells = duckdb.sql(

@@ -17,10 +17,9 @@ from runner.matrix.axes import DEVICES, DYNAMIC, MODES, PRECISIONS, SIZES
 from runner.matrix.labels import DISTURBED_RATIO
 from runner.matrix.results import TRIAGED_STATUSES
 from runner.plan import (
-    GPU_CEILING,
-    WORKER_SHARE,
     Plan,
     PlanOptions,
+    estimate_lines,
     plan_cells,
     shard,
     skip_recorded,
@@ -699,7 +698,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             plan = _with_expected_memory(plan, store, device)
     if plan.skipped:
         console.print(
-            f"skipping {len(plan.skipped)} cells already recorded in {args.db} "
+            f"skipping {len(plan.skipped)} cell{'' if len(plan.skipped) == 1 else 's'} "
+            f"already recorded in {args.db} "
             "(--force reruns them; --retry-failed reruns oom, crash unless it crashed alike "
             "twice, and timeouts given more --timeout)"
         )
@@ -715,16 +715,8 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         workers = max(1, workers)
         for line in plan_lines(plan.cells):
             out.print(line)
-        minutes = plan.estimate_s(workers, gpus) / 60
-        out.print(
-            f"{len(plan.cells)} cells to run on {device}, about {minutes:.0f} min with "
-            f"{workers} worker(s)"
-        )
-        out.print(
-            "(a rough estimate: one after another ~45 s per inductor cell on a GPU, ~330 s "
-            f"for max-autotune; each worker side by side adds about {WORKER_SHARE:g} of that "
-            f"rate, up to {GPU_CEILING:g}x a GPU, as measured on one H200)"
-        )
+        for line in estimate_lines(plan, device, workers, gpus):
+            out.print(line)
         return 0
     if not plan.cells:
         out.print("nothing to run: every planned cell is already recorded")
