@@ -182,18 +182,23 @@ def warn_unknown_choice(key: str, options, label: str) -> None:
 
 
 def pick_two(
-    options, keys: tuple[str, str], labels: tuple[str, str]
+    options,
+    keys: tuple[str, str],
+    labels: tuple[str, str],
+    first: tuple[int | None, int | None] = (None, None),
 ) -> tuple[str | None, str | None, list]:
     """Two selectboxes side by side (A the baseline, then B), bound to the URL's ``keys``;
-    URL values they do not offer are named first. Returns both choices and the columns."""
+    URL values they do not offer are named first. ``first``: the options' indices each
+    opens on where the URL names none (None: no choice). Returns both choices and the
+    columns."""
     for key, label in zip(keys, labels, strict=True):
         warn_unknown_choice(key, options, label)
     columns = st.columns(2)
     # The raw options (no format_func), so that the URL carries them.
     chosen = [
-        column.selectbox(label, options, index=None, key=key, bind="query-params")
-        for column, key, label in zip(
-            columns, keys, (f"{labels[0]} (baseline)", labels[1]), strict=True
+        column.selectbox(label, options, index=index, key=key, bind="query-params")
+        for column, key, label, index in zip(
+            columns, keys, (f"{labels[0]} (baseline)", labels[1]), first, strict=True
         )
     ]
     return chosen[0], chosen[1], columns

@@ -739,6 +739,14 @@ def test_config_vs_config_over_the_models_both_have(zoo_app):
     assert pairs.loc[VIT, "crossing"] == "changed" and pairs.loc["timm/resnet18", "crossing"] == ""
 
 
+def test_config_vs_config_opens_on_the_matrixs_first_two_columns(zoo_app, zoo_paths):
+    at = no_exception(zoo_app.switch_page("pages_/configs.py").run())
+    chosen = {s.label: s.value for s in at.selectbox}
+    columns = reads.matrix_shape(open_database(*zoo_paths), Filters()).configs
+    assert [chosen["Config A (baseline)"], chosen["Config B"]] == columns[:2]
+    assert "Models with both" in [m.label for m in at.metric]
+
+
 def test_model_detail_page(app):
     app.run()
     app.query_params["model"] = VIT

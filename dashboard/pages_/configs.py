@@ -27,11 +27,11 @@ if len(configs) < 2:
     st.stop()
 
 st.caption(
-    "Pick a config A (the baseline) and B. The sidebar's filters on models (search, "
-    "suite, family, status, run) apply; its filters on config axes do not: the two "
-    "configs are the choice here."
+    "Pick a config A (the baseline) and B; the page opens on the matrix's first two "
+    "columns. The sidebar's filters on models (search, suite, family, status, run) "
+    "apply; its filters on config axes do not: the two configs are the choice here."
 )
-a, b, _ = pick_two(configs, ("config_a", "config_b"), ("Config A", "Config B"))
+a, b, _ = pick_two(configs, ("config_a", "config_b"), ("Config A", "Config B"), first=(0, 1))
 if a is None or b is None:
     st.info("Choose both configs to compare them.")
     st.stop()
