@@ -53,6 +53,52 @@ def quantiles(values: list[float]) -> str:
     return f"p10 {cuts[0]:.2f}x, median {statistics.median(values):.2f}x, p90 {cuts[-1]:.2f}x"
 
 
+def _loses_on(gpu_speedup: float | None) -> str:
+    """Where a cell slower compiled than eager loses, by its GPU-time speedup: its
+    compiled kernels keep the GPU busy longer, or they do not and the loss is the host's
+    (launching, guards, Python between graphs)."""
+    if not gpu_speedup:
+        return "no profile"
+    return "GPU kernels" if gpu_speedup < 1.0 else "host"
+
+
+def _slower(slower: list, passing: list) -> None:
+    """The headline's passing cells (``passing``) slower compiled than eager: where they
+    lose, with what tells (launch-bound eager, disturbed timing, graph breaks), how often
+    a cell with graph breaks is slower against one without, then the 30 slowest."""
+    kinds = [_loses_on(r[2]) for r in slower]
+    host = [r for r, kind in zip(slower, kinds, strict=True) if kind == "host"]
+    launch = sum(1 for r in host if r[5] and is_launch_bound(r[4] or r[3], r[5]))
+    disturbed = sum(1 for r in host if r[7] is not None and r[7] >= DISTURBED_RATIO)
+    broken = sum(1 for r in host if r[8])
+    print(
+        f"By the GPU time of one profiled call per side: {kinds.count('host')} of "
+        f"{len(slower)} are faster compiled on the GPU and lose on the host (launching "
+        f"kernels, checking guards, Python between graphs): {broken} of them have graph "
+        f"breaks, {launch} a launch-bound eager side, {disturbed} a disturbed timing. "
+        f"{kinds.count('GPU kernels')} are slower on the GPU too: their compiled kernels "
+        f"are slower. {kinds.count('no profile')} have no profile (rows older than the "
+        "GPU-time columns, or whose profile failed)."
+    )
+    with_breaks = [r for r in passing if r[8]]
+    without = [r for r in passing if not r[8]]
+    if with_breaks and without:
+        slow_with = sum(1 for r in with_breaks if r[1] < 1.0)
+        slow_without = sum(1 for r in without if r[1] < 1.0)
+        print(
+            f"\nA passing cell with graph breaks is slower than eager {slow_with} times in "
+            f"{len(with_breaks)} ({slow_with / len(with_breaks):.0%}); one without, "
+            f"{slow_without} in {len(without)} ({slow_without / len(without):.0%})."
+        )
+    print()
+    print("| model | speedup | GPU-time speedup | loses on | graph breaks |")
+    print("| --- | --- | --- | --- | --- |")
+    for row, kind in list(zip(slower, kinds, strict=True))[:30]:
+        model, speedup, gpu_speedup = row[:3]
+        shown = f"{gpu_speedup:.2f}x" if gpu_speedup else "-"
+        print(f"| {model} | {speedup:.2f}x | {shown} | {kind} | {row[8] or 0} |")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
@@ -105,7 +151,8 @@ def main() -> int:
         print(f"| {family} | {total} | {passed / total:.0%} |")
     rows = con.execute(
         "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
-        "memory_ratio, timing_disturbance FROM headline WHERE status = 'pass' AND speedup > 0"
+        "memory_ratio, timing_disturbance, graph_break_count FROM headline "
+        "WHERE status = 'pass' AND speedup > 0"
     ).fetchall()
     wall = [r[1] for r in rows]
     gpu = [r[2] for r in rows if r[2]]
@@ -154,10 +201,7 @@ def main() -> int:
     slower = sorted((r for r in rows if r[1] < 1.0), key=lambda r: r[1])
     print(f"\n## Slower compiled than eager ({len(slower)})\n")
     if slower:
-        print("| model | speedup | GPU-time speedup |\n| --- | --- | --- |")
-        for model, speedup, gpu_speedup, *_ in slower[:30]:
-            shown = f"{gpu_speedup:.2f}x" if gpu_speedup else "-"
-            print(f"| {model} | {speedup:.2f}x | {shown} |")
+        _slower(slower, rows)
     print("\n## The commonest failure signatures\n\n| status | signature | cells |")
     print("| --- | --- | --- |")
     for status, signature, count in con.execute(

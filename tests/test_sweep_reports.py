@@ -183,6 +183,37 @@ def test_accuracy_margins_are_past_the_bound_and_in_order():
     assert sum(int(cells) for _, cells in accuracy) <= int(count)
 
 
+def test_the_slower_cells_are_split_by_where_they_lose():
+    out = _script("zoo_report.py")
+    section = out.split("## Slower compiled than eager (", 1)[1].split("\n## ", 1)[0]
+    total = int(section.split(")", 1)[0])
+    host, kernels, unprofiled = (
+        int(n)
+        for n in re.search(
+            r"(\d+) of \d+ are faster compiled on the GPU.*?(\d+) are slower on the GPU "
+            r"too.*?(\d+) have no profile",
+            section,
+            re.S,
+        ).groups()
+    )
+    assert host + kernels + unprofiled == total
+    table = re.findall(r"^\| \S+ \| ([\d.]+)x \| (\S+) \| ([^|]+) \| (\d+) \|$", section, re.M)
+    assert table and len(table) == min(total, 30)
+    for speedup, gpu, loses_on, _breaks in table:
+        assert float(speedup) < 1
+        expected = (
+            "no profile"
+            if gpu == "-"
+            else ("GPU kernels" if float(gpu.rstrip("x")) < 1 else "host")
+        )
+        assert loses_on.strip() == expected
+    with_breaks, without = re.search(
+        r"slower than eager \d+ times in (\d+) .*?one without, \d+ in (\d+)", section
+    ).groups()
+    (passing,) = re.findall(r"- wall-clock \((\d+) cells\)", out)
+    assert int(with_breaks) + int(without) == int(passing)
+
+
 def test_the_disturbed_share_splits_by_launch_bound_over_the_profiled_cells():
     out = _script("zoo_report.py")
     (bound_line,) = re.findall(r"^- launch-bound .*: (\d+) of (\d+) profiled cells$", out, re.M)
