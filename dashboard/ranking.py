@@ -33,6 +33,8 @@ COLUMNS = {
 DEFAULT_COLUMNS = tuple(COLUMNS)[:7]
 MORE_COLUMNS = tuple(COLUMNS)[7:]
 VIEW_COLUMNS = {
+    # Whether a slower cell loses on the GPU or on the host.
+    "slower than eager": ("GPU-time speedup",),
     "longest compiles": ("compile s",),
     "most memory saved": ("eager MB", "compiled MB"),
 }

@@ -14,7 +14,11 @@ from dashboard.text import plain
 
 VIEW_MEANING = {
     "all cells": "every cell under the filters, by model",
-    "slower than eager": "passing cells whose compiled median is slower than eager's, slowest first",
+    "slower than eager": (
+        "passing cells whose compiled median is slower than eager's, slowest first; a "
+        "GPU-time speedup of 1x or more beside one says its kernels are faster and the "
+        "loss is the host's (launching, guards, graph breaks)"
+    ),
     "largest speedups": "passing cells, fastest compiled against eager first",
     "most memory saved": "passing cells whose compiled peak is below eager's, the lowest ratio first",
     "most graph breaks": "cells with graph breaks, the most first",
