@@ -122,19 +122,19 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def summary_table(results: list[CellResult]) -> Table:
-    """Per config: passed/total, the other statuses, geomean speedup, median compile."""
+def summary_key(device: str, config) -> tuple:
+    """A summary row's key: the device and a config's axes (``CellConfig`` or a result)."""
+    return (device, config.backend, config.mode, config.dynamic, config.precision, config.step)
+
+
+def summary_table(results: list[CellResult], order: Iterable[tuple] = ()) -> Table:
+    """Per config: passed/total, the other statuses, geomean speedup, median compile.
+    Rows in ``order`` (``summary_key``s: the plan's, so that a run's columns read as
+    it ran them), then any others sorted."""
     by_config: dict[tuple, list[CellResult]] = defaultdict(list)
     for result in results:
-        key = (
-            result.device,
-            result.backend,
-            result.mode,
-            result.dynamic,
-            result.precision,
-            result.step,
-        )
-        by_config[key].append(result)
+        by_config[summary_key(result.device, result)].append(result)
+    rank = {key: index for index, key in enumerate(dict.fromkeys(order))}
     table = Table(title="zoo-run summary")
     table.add_column("config")
     table.add_column("passed", justify="right")
@@ -142,7 +142,7 @@ def summary_table(results: list[CellResult]) -> Table:
     table.add_column("geomean speedup", justify="right")
     table.add_column("median compile s", justify="right")
     table.add_column("graph breaks", justify="right")
-    for key in sorted(by_config):
+    for key in sorted(by_config, key=lambda key: (rank.get(key, len(rank)), key)):
         device, backend, mode, dynamic, precision, step = key
         rows = by_config[key]
         passed = [r for r in rows if r.status == PASS]

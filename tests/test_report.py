@@ -85,6 +85,33 @@ def test_progress_descriptions_and_the_summary_are_text():
     assert "1 eager_error, 1 crash" in table
 
 
+def test_the_summary_lists_its_configs_in_the_plans_order():
+    """A named set's columns read as the run ran them (the headline first), not sorted
+    by name; a config the order does not name comes after, sorted."""
+    from runner.matrix.cells import CellConfig
+    from runner.report import summary_key
+
+    inductor = CellConfig("inductor", "default", "false", "bf16", "infer")
+    aot_eager = CellConfig("aot_eager", "none", "false", "bf16", "infer")
+    results = [
+        make_result(config.backend, backend=config.backend, mode=config.mode,
+                    dynamic="false", precision="bf16", step="infer", device="cuda")
+        for config in (aot_eager, inductor)
+    ] + [make_result("c", backend="cudagraphs", mode="none", dynamic="false",
+                     precision="bf16", step="infer", device="cuda")]  # fmt: skip
+
+    def firsts(table: str) -> list[str]:
+        return [
+            line.split("│")[1].split()[0] for line in table.splitlines() if line.startswith("│")
+        ]
+
+    ordered = summary_table(results, [summary_key("cuda", c) for c in (inductor, aot_eager)])
+    assert firsts(printed(ordered)) == ["inductor/default", "aot_eager", "cudagraphs"]
+    assert firsts(printed(summary_table(results))) == [
+        "aot_eager", "cudagraphs", "inductor/default",
+    ]  # fmt: skip
+
+
 def test_zoo_runs_consoles_print_paths_and_messages_as_they_are(capsys):
     for stderr in (False, True):
         _console(stderr).print(f"skipping cells in /data/[run]/zoo.duckdb: {MARKUP}")

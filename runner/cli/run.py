@@ -781,6 +781,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         node_lines,
         node_table,
         reuse_line,
+        summary_key,
         summary_table,
     )
     from runner.session import Placement, Session
@@ -878,7 +879,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
             wrap_up_s=args.wrap_up,
         )
     results = outcome.results
-    out.print(summary_table(results))
+    out.print(summary_table(results, [summary_key(c.device, c.config) for c in plan.cells]))
     if outcome.nodes:
         out.print(node_table(outcome.nodes))
     out.print(
