@@ -80,6 +80,24 @@ def _slower(slower: list, passing: list) -> None:
         f"are slower. {kinds.count('no profile')} have no profile (rows older than the "
         "GPU-time columns, or whose profile failed)."
     )
+    # The host's part of each side's median call (its wall time less its GPU busy time)
+    # per kernel it launched.
+    per_kernel = [
+        (r[9] / r[11] * 1000, r[10] / r[12] * 1000)
+        for r in host
+        if None not in (r[9], r[10]) and r[11] and r[12]
+    ]
+    if per_kernel:
+        fewer = sum(1 for r in host if r[11] and r[12] and r[12] < r[11])
+        print(
+            f"\n{fewer} of these {len(host)} launch fewer kernels compiled than eager, yet "
+            "their compiled call spends longer on the host: per kernel launched, a median "
+            f"{statistics.median(c for _, c in per_kernel):.0f} µs against "
+            f"{statistics.median(e for e, _ in per_kernel):.0f} µs eager (over the "
+            f"{len(per_kernel)} with both figures). The compiled side's host time holds "
+            "dynamo's guards and Inductor's generated Python wrapper; eager's, PyTorch's C++ "
+            "dispatch."
+        )
     with_breaks = [r for r in passing if r[8]]
     without = [r for r in passing if not r[8]]
     if with_breaks and without:
@@ -151,7 +169,8 @@ def main() -> int:
         print(f"| {family} | {total} | {passed / total:.0%} |")
     rows = con.execute(
         "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
-        "memory_ratio, timing_disturbance, graph_break_count FROM headline "
+        "memory_ratio, timing_disturbance, graph_break_count, eager_host_ms, "
+        "compiled_host_ms, eager_kernels, compiled_kernels FROM headline "
         "WHERE status = 'pass' AND speedup > 0"
     ).fetchall()
     wall = [r[1] for r in rows]

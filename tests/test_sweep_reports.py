@@ -197,6 +197,10 @@ def test_the_slower_cells_are_split_by_where_they_lose():
         ).groups()
     )
     assert host + kernels + unprofiled == total
+    fewer, of_host = re.search(r"(\d+) of these (\d+) launch fewer kernels", section).groups()
+    assert int(of_host) == host and int(fewer) <= host
+    compiled_us, eager_us = re.search(r"a median (\d+) µs against (\d+) µs eager", section).groups()
+    assert int(compiled_us) > 0 and int(eager_us) > 0
     table = re.findall(r"^\| \S+ \| ([\d.]+)x \| (\S+) \| ([^|]+) \| (\d+) \|$", section, re.M)
     assert table and len(table) == min(total, 30)
     for speedup, gpu, loses_on, _breaks in table:
