@@ -1032,6 +1032,37 @@ def test_every_triage_verdict_says_what_it_means_in_model_detail(tmp_path, monke
     assert "` fails in dynamo `: " + status.VERDICT_MEANINGS["fails in dynamo"] in texts(at)
 
 
+def test_model_detail_says_where_a_slower_cell_loses(tmp_path, monkeypatch):
+    """Slower compiled on the wall clock: its GPU time tells the host's loss (kernels
+    faster) from the kernels' own; a faster cell, or one without a profile, gets neither."""
+    profile = {"eager_gpu_ms": 4.0, "eager_kernels": 300, "compiled_kernels": 200,
+               "eager_host_ms": 6.0, "compiled_host_ms": 12.0}  # fmt: skip
+    rows_in = [
+        cell("hardcorenas_b", "hardcorenas", "inductor", "pass", **timed(0.74, 9.0),
+             **profile, compiled_gpu_ms=1.8, gpu_speedup=2.23),
+        cell("convmixer_1536_20", "convmixer", "inductor", "pass", **timed(0.25, 30.0),
+             **profile, compiled_gpu_ms=16.0, gpu_speedup=0.25),
+        cell("resnet50", "resnet", "inductor", "pass", **timed(1.9, 12.0),
+             **profile, compiled_gpu_ms=2.0, gpu_speedup=2.0),
+    ]  # fmt: skip
+    _beside_the_fixture(tmp_path, rows_in, "slower")
+    monkeypatch.setenv("ZOO_RUNS_DIR", str(tmp_path / "runs"))
+    monkeypatch.setenv("ZOO_DB", str(tmp_path / "zoo.duckdb"))
+    host, kernels = "faster on the GPU**: the loss is the host's", "slower on the GPU too**"
+    for model, expected in (
+        ("hardcorenas_b", {host}),
+        ("convmixer_1536_20", {kernels}),
+        ("resnet50", set()),
+    ):
+        at = AppTest.from_file(str(APP), default_timeout=60)
+        at.query_params["model"] = f"timm/{model}"
+        page = "\n".join(
+            m.value for m in no_exception(at.switch_page("pages_/detail.py").run()).markdown
+        )
+        assert {text for text in (host, kernels) if text in page} == expected, model
+        assert "GPU-time speedup" in page
+
+
 def test_compare_page(app):
     app.run()
     app.query_params["a"] = "nightly"

@@ -176,6 +176,7 @@ def gpu_time_line(cell) -> str:
         return ""
     bound = cell.get("bound")
     verdict = f"; **{plain(bound)}**" if bound is not None and not pd.isna(bound) else ""
+    verdict += _where_it_loses(cell.get("speedup"), cell.get("gpu_speedup"))
     return (
         f"- **GPU time** (one profiled call): eager {_number(eager, '{:.3f} ms')} in "
         f"{_number(kernels, '{:.0f}')} kernels, compiled {_number(compiled, '{:.3f} ms')} in "
@@ -184,6 +185,16 @@ def gpu_time_line(cell) -> str:
         f"{_number(cell.get('eager_host_ms'), '{:.3f} ms')}, compiled "
         f"{_number(cell.get('compiled_host_ms'), '{:.3f} ms')}{verdict}\n"
     )
+
+
+def _where_it_loses(speedup, gpu_speedup) -> str:
+    """For a cell slower compiled than eager: whether its GPU time says the kernels or
+    the host lose (docs/zoo-h200.md: most of the zoo's slower cells lose on the host)."""
+    if any(v is None or pd.isna(v) for v in (speedup, gpu_speedup)) or speedup >= 1:
+        return ""
+    if gpu_speedup >= 1:
+        return "; **slower on the wall clock, faster on the GPU**: the loss is the host's"
+    return "; **slower on the GPU too**: its compiled kernels are slower"
 
 
 def _mb(value) -> str:
