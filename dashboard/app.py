@@ -49,7 +49,10 @@ def _list(values) -> str:
 
 def _devices(devices: list[tuple[str, int]]) -> str:
     """``"NVIDIA H200 (40 cells), CPU (8 cells)"``: where the shown cells ran."""
-    return ", ".join(f"{name} ({cells:,} cells)" for name, cells in devices) or "no device"
+    return (
+        ", ".join(f"{name} ({cells:,} cell{'' if cells == 1 else 's'})" for name, cells in devices)
+        or "no device"
+    )
 
 
 def header(db: reads.Database, overview: dict) -> None:

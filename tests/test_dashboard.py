@@ -939,7 +939,7 @@ def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkey
     on_cpu.device, on_cpu.size, on_cpu.cell_key = "cpu", "tiny", on_cpu.cell_key + "-cpu"
     store.write_results(run.run_id, [on_cpu])
     at = no_exception(_app_on((runs_dir, db_path), monkeypatch).run())
-    assert "NVIDIA H200 (5 cells), CPU (1 cells)" in texts(at)
+    assert "NVIDIA H200 (5 cells), CPU (1 cell)" in texts(at)
     matrix = matrix_page(at)
     # The configs keep their names; the CPU run of the tiny model is a row of its own.
     (head,) = re.findall(r'<div class="configs"[^>]*><span></span>(.*?)</div>', matrix)

@@ -77,7 +77,7 @@ def test_a_signal_mid_sweep_loses_nothing_and_the_resume_finishes(
 
     code, out = run(tmp, *args)
     assert code == 0, out
-    assert "skipping 1 cells already recorded" in out
+    assert "skipping 1 cell already recorded" in out
     results = rows(db, "SELECT * FROM results ORDER BY recorded_at")
     assert [(r["model_id"], r["status"]) for r in results] == [(FIRST, "pass"), (SECOND, "pass")]
     killed, resumed = rows(db, "SELECT * FROM runs ORDER BY started_at")
