@@ -27,6 +27,7 @@ from runner.measure.host import SCRATCH_DIR_ENV, parse_cpus
 from runner.plan import PlanOptions, plan_cells
 from runner.schedule.cpus import split_cpus
 from runner.schedule.executor import (
+    ALONE_INTERRUPTED,
     ALONE_NOT_REACHED,
     STOPPED,
     WAITING_FOR_GPU,
@@ -947,6 +948,29 @@ def test_a_crowded_retry_that_would_end_past_the_deadline_keeps_its_attempt(tmp_
     assert by_key[slow.key].status == "pass"
     assert by_key[oom.key].status == "oom"
     assert by_key[oom.key].notes.endswith(ALONE_NOT_REACHED)
+
+
+def test_a_crowded_retry_stopped_by_an_interruption_keeps_its_attempt_and_says_so(tmp_path):
+    """Interrupted while the retry runs alone: the attempt that asked for it is recorded,
+    saying that its retry was stopped, not that it did not fit the time limit."""
+    slow, oom = _oom_beside_a_slow_cell()
+    results: list = []
+    starts: list[str] = []
+    executor = Executor(tmp_path, workers=2, lock_dir=tmp_path / "locks")
+
+    def started(cell) -> None:
+        starts.append(cell.key)
+        if starts.count(oom.key) == 2:  # the retry alone is under way
+            executor.stop()
+
+    with pytest.raises(Interrupted):
+        executor.run([slow, oom], results.append, on_start=started, retry=_crowded_once)
+    assert starts == [slow.key, oom.key, oom.key]
+    by_key = {result.cell_key: result for result in results}
+    assert by_key[slow.key].status == "pass"
+    assert by_key[oom.key].status == "oom"
+    assert by_key[oom.key].notes.endswith(ALONE_INTERRUPTED)
+    assert ALONE_NOT_REACHED not in by_key[oom.key].notes
 
 
 def test_a_run_that_ends_by_its_deadline_keeps_time_for_its_crowded_retry(tmp_path):

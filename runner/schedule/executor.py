@@ -79,6 +79,9 @@ _DUMP_LINES = (
 WAITING_FOR_GPU = "lock"
 # The note of a crowded cell whose retry alone would have ended after the run's deadline.
 ALONE_NOT_REACHED = "its retry alone did not fit before the run's time limit"
+# The note of a crowded cell whose retry alone was queued or under way when the run was
+# interrupted (Ctrl-C, SIGTERM, a cluster's stop).
+ALONE_INTERRUPTED = "its retry alone was stopped when the run was interrupted"
 # With a deadline, the share of the run (its start to its deadline) kept at its end for
 # the crowded retries queued by then: the feed closes that much earlier. Without it a run
 # that ends by its deadline, not by running out of cells (every chunk of a sweep), never
@@ -679,6 +682,11 @@ class Executor:
                     _quiet_while_timing(slots)
                 time.sleep(POLL_S)
         except KeyboardInterrupt as stop:
+            in_flight = [w.running.cell for w in slots if w and w.running]
+            for cell in [*again, *in_flight]:
+                last = pending.get(cell.key)
+                if cell.crowded_retries and last is not None:
+                    last.add_note(ALONE_INTERRUPTED)
             for worker in slots:
                 if worker is not None:
                     worker.kill()
