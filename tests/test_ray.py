@@ -210,7 +210,7 @@ def test_a_cell_that_kills_every_node_it_runs_on_is_a_crash_row_then_resumes(two
     proc = _zoo_run(*args)
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, output
-    assert "every ray node was lost; 1 cells were not run" in output
+    assert "every ray node was lost; 1 cell was not run" in output
     # The nodes died with their actors, which may have left their folders behind.
     left = set(_node_folders()) - before
     by_model = {r["model_id"]: r for r in rows(db)}

@@ -409,9 +409,9 @@ class RayExecutor:
                     break
                 time.sleep(POLL_S)
             if pending and not live:
+                left = "1 cell was" if len(pending) == 1 else f"{len(pending)} cells were"
                 raise NodesLost(
-                    f"every ray node was lost; {len(pending)} cells were not run "
-                    "(the same command resumes with them)"
+                    f"every ray node was lost; {left} not run (the same command resumes with them)"
                 )
             self._close(live)
         except KeyboardInterrupt as stop:
