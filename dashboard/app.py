@@ -20,7 +20,7 @@ if _CHECKOUT not in sys.path:
 import streamlit as st  # noqa: E402
 
 from dashboard import filters, reads  # noqa: E402
-from dashboard.text import plain  # noqa: E402
+from dashboard.text import counted, plain  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "pages_"
 GET_DATA = """
@@ -49,10 +49,7 @@ def _list(values) -> str:
 
 def _devices(devices: list[tuple[str, int]]) -> str:
     """``"NVIDIA H200 (40 cells), CPU (8 cells)"``: where the shown cells ran."""
-    return (
-        ", ".join(f"{name} ({cells:,} cell{'' if cells == 1 else 's'})" for name, cells in devices)
-        or "no device"
-    )
+    return ", ".join(f"{name} ({counted(cells, 'cell')})" for name, cells in devices) or "no device"
 
 
 def header(db: reads.Database, overview: dict) -> None:

@@ -30,6 +30,11 @@ def plain(text: object) -> str:
     return _PUNCTUATION.sub(r"\\\1", joined)
 
 
+def counted(number: int, noun: str) -> str:
+    """``"1 model"``, ``"2,342 models"``: a count with its noun (plural by ``s``)."""
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
 def code(text: object) -> str:
     """``text`` as inline code: fenced by more backticks than it holds in a row, so it
     cannot close the span (nothing inside a code span is read as Markdown)."""

@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from dashboard import reads, status
-from dashboard.text import code, plain
+from dashboard.text import code, counted, plain
 
 GROUPS_SHOWN = 30
 NAMES_SHOWN = 40
@@ -16,10 +16,6 @@ def _names(values: list[str]) -> str:
     shown = ", ".join(code(v) for v in values[:NAMES_SHOWN])
     more = len(values) - NAMES_SHOWN
     return shown + (f" and {more:,} more" if more > 0 else "")
-
-
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'' if number == 1 else 's'}"
 
 
 def unsupported_section(reasons: pd.DataFrame) -> None:
@@ -95,8 +91,8 @@ for index, group in groups.head(GROUPS_SHOWN).iterrows():
     with st.expander(title, expanded=index == 0):
         st.code(group["signature"], language="text", wrap_lines=True)
         st.markdown(
-            f"**{_count(group['models'], 'model')}**: {_names(list(group['model_ids']))}\n\n"
-            f"**{_count(len(group['configs']), 'config')}**: {_names(list(group['configs']))}"
+            f"**{counted(group['models'], 'model')}**: {_names(list(group['model_ids']))}\n\n"
+            f"**{counted(len(group['configs']), 'config')}**: {_names(list(group['configs']))}"
         )
         verdicts = [
             f"- {code(rung)}: {plain(meaning)}"

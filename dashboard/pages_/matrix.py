@@ -13,7 +13,7 @@ import streamlit as st
 
 from dashboard import caveats, charts, reads
 from dashboard.status import NOT_RUN, category
-from dashboard.text import Html, plain
+from dashboard.text import Html, counted, plain
 from runner.matrix.results import STATUSES
 
 LEGEND_KEY = "_marks_legend"
@@ -30,10 +30,6 @@ STATUS_MEANING = {
     "crash": "the worker process died (segfault, abort, killed)",
     "unsupported": "the configuration cannot run here, with the reason",
 }
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
 def _open_family() -> None:
@@ -117,8 +113,8 @@ with download:
 if rows_by == "families":
     families = reads.family_matrix(db, chosen)
     st.caption(
-        f"{shape.families:,} families × {_count(len(shape.configs), 'config')}, "
-        f"{_count(shape.models, 'model')}. "
+        f"{shape.families:,} families × {counted(len(shape.configs), 'config')}, "
+        f"{counted(shape.models, 'model')}. "
         "Colour: share of the attempted cells that passed, unsupported ones left out (or "
         "the geomean speedup of the passing ones); grey: nothing to colour (every cell "
         "unsupported, or none passed). Click a tile to see that family's models."
@@ -159,7 +155,7 @@ else:
     first = (page - 1) * per_page + 1
     st.caption(
         f"Models {first:,}–{first + len(models) - 1:,} of {shape.models:,} (by family, then "
-        f"id) × {_count(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
+        f"id) × {counted(len(shape.configs), 'config')}. Hover a cell for its numbers; **click "
         "it to open its detail** (a model's name: all its configs)."
     )
     # One HTML element for legend and matrix, and Markdown rather than st.table below:
