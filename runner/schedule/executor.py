@@ -666,11 +666,7 @@ class Executor:
                     # under way or queued ends as Ctrl-C would end it, and the run too.
                     # (The workers are killed on the way out, below.)
                     self.stopped = [w.running.cell for w in slots if w and w.running]
-                    for cell in [*again, *self.stopped]:
-                        # A crowded retry queued, or stopped: it did not run alone to its end.
-                        last = pending.get(cell.key)
-                        if cell.crowded_retries and last is not None:
-                            _not_alone(last)
+                    _note_cut_retries([*again, *self.stopped], pending, ALONE_NOT_REACHED)
                     # Listed: those left without a row (a retry's earlier attempt, a
                     # triaged cell's failure, are recorded by _settle).
                     self.stopped = [
@@ -683,10 +679,7 @@ class Executor:
                 time.sleep(POLL_S)
         except KeyboardInterrupt as stop:
             in_flight = [w.running.cell for w in slots if w and w.running]
-            for cell in [*again, *in_flight]:
-                last = pending.get(cell.key)
-                if cell.crowded_retries and last is not None:
-                    last.add_note(ALONE_INTERRUPTED)
+            _note_cut_retries([*again, *in_flight], pending, ALONE_INTERRUPTED)
             for worker in slots:
                 if worker is not None:
                     worker.kill()
@@ -1017,6 +1010,15 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
 def _not_alone(result: CellResult) -> None:
     """Note on a crowded cell's last attempt that its retry alone never ran to its end."""
     result.add_note(ALONE_NOT_REACHED)
+
+
+def _note_cut_retries(cells: list[Cell], pending: dict[str, CellResult], why: str) -> None:
+    """Of ``cells`` (queued or under way as the run ends early), the crowded retries: their
+    last attempt, recorded in their stead, says ``why`` the retry alone did not end."""
+    for cell in cells:
+        last = pending.get(cell.key)
+        if cell.crowded_retries and last is not None:
+            last.add_note(why)
 
 
 def _quantile(values: list[float], q: float) -> float:
