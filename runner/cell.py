@@ -337,16 +337,19 @@ class CellProtocol:
     def eager_outputs(
         self, subject: Subject, step: Step, program: Callable[..., Any]
     ) -> tuple[list[torch.Tensor], float]:
-        """The eager outputs, and the wall time of one more eager call."""
+        """The eager outputs, and the wall time of one more eager call (each call in an
+        autocast region of its own, as ``Sides`` calls: its casts not kept from the
+        other)."""
         self.ctx.enter(EAGER)
         with subject.autocast():
             seed_everything()
             outputs = host_tensors(step.outputs(program(*subject.inputs)))
-            subject.sync()
-            start = time.perf_counter()
+        subject.sync()
+        start = time.perf_counter()
+        with subject.autocast():
             program(*subject.inputs)
-            subject.sync()
-            once_s = time.perf_counter() - start
+        subject.sync()
+        once_s = time.perf_counter() - start
         return outputs, once_s
 
     # -- accuracy and the shape probe ----------------------------------------------------

@@ -331,10 +331,46 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
     assert result.eager_rmse is not None
     assert result.param_count == 8 * 16 + 16 + 16 * 4 + 4
     assert json.loads(result.input_shapes) == [[4, 8]]
-    assert result.precision_treatment == ("fp32" if precision == "fp32" else "autocast bf16")
+    assert result.precision_treatment == (
+        "fp32" if precision == "fp32" else "autocast bf16 per call"
+    )
     assert result.started_at < result.finished_at and result.wall_s > 0
     if precision == "bf16":
         assert result.eager_rmse > 1e-4  # autocast really ran
+
+
+class CastSpy(Mlp):
+    """Records, at each eager call under autocast, whether fc1's weight was cast afresh
+    for it, then changes that weight: a cast autocast kept from an earlier call of the
+    same region is stale and gives another output than a fresh one."""
+
+    def __init__(self):
+        super().__init__()
+        self.fresh = []
+
+    def forward(self, x):
+        y = self.fc1(x)
+        if not torch.compiler.is_compiling() and torch.is_autocast_enabled(x.device.type):
+            with torch.autocast(x.device.type, enabled=False):
+                weight = self.fc1.weight.detach().to(y.dtype)
+                fresh = nn.functional.linear(x.to(y.dtype), weight, self.fc1.bias.to(y.dtype))
+            self.fresh.append(torch.equal(y, fresh))
+            with torch.no_grad():
+                self.fc1.weight.add_(1.0)
+        return self.fc2(torch.relu(y))
+
+
+def test_each_call_under_autocast_casts_its_weights_afresh():
+    """torch.autocast keeps each weight's cast until its outermost region exits. A
+    user's loop enters autocast per call, so every eager call pays its casts, and so
+    must the cell's: one region around the timing loop ran eager without them, and let
+    one side's casts serve the other side's profile and peak memory."""
+    spy = CastSpy()
+    result = measure(spy, backend="eager", precision="bf16")
+    assert result.error_message is None and result.eager_ms is not None
+    assert len(spy.fresh) >= 10
+    stale = spy.fresh.count(False)
+    assert stale == 0, f"{stale} of {len(spy.fresh)} eager calls used a cast an earlier one made"
 
 
 class MaskedAsCanine(Mlp):

@@ -100,7 +100,13 @@ class Compiled(ABC):
 @dataclass
 class Sides:
     """The two sides a cell compares, one call each. Each call sets the phase a failure
-    in it is classified by: eager code and compiled code fail differently."""
+    in it is classified by (eager code and compiled code fail differently), and enters
+    the subject's autocast itself: ``torch.autocast`` keeps each weight's cast until its
+    outermost region exits, so a region around many calls would run eager without its
+    casts after the first call (a compiled program casts in its graph every time) and
+    let one side's casts serve the other's profile and peak memory. A user's loop
+    enters autocast per call, as PyTorch's harness and timm's benchmark do; so do the
+    cells (benchmarks/autocast_scope.py measures the difference)."""
 
     ctx: CellContext
     subject: Subject
@@ -109,11 +115,13 @@ class Sides:
 
     def eager(self) -> Any:
         self.ctx.phase = EAGER
-        return self.program(*self.subject.inputs)
+        with self.subject.autocast():
+            return self.program(*self.subject.inputs)
 
     def compiled_run(self) -> Any:
         self.ctx.phase = COMPILED_RUN
-        return self.compiled.run()
+        with self.subject.autocast():
+            return self.compiled.run()
 
     def pair(self) -> None:
         self.eager()
@@ -162,7 +170,7 @@ class Backend(ABC):
         """Most of the warm-up before timing, as untimed GPU work: it holds the lock
         shared, so that the timed hold (exclusive, the scarce resource of a parallel
         sweep) is not spent on it."""
-        with self.ctx.gpu_work(), sides.subject.autocast():
+        with self.ctx.gpu_work():
             self.ctx.enter(WARM_UP)
             warm_up(sides.pair)
 
@@ -172,20 +180,18 @@ class Backend(ABC):
         self.ctx.enter(TIMING)
         subject = sides.subject
         timer = event_timer(subject.device.type)
-        with subject.autocast():
-            warm_up(sides.pair, calls=HELD_WARMUPS, seconds=0.0)
-            pairs = repeat(
-                lambda: (timer(sides.eager), timer(sides.compiled_run)),
-                plan_for(subject.device.type),
-            )
+        warm_up(sides.pair, calls=HELD_WARMUPS, seconds=0.0)
+        pairs = repeat(
+            lambda: (timer(sides.eager), timer(sides.compiled_run)),
+            plan_for(subject.device.type),
+        )
         record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
 
     def profile(self, sides: Sides) -> None:
         """One profiled call of each side, inside the timed hold, after timing."""
         subject = sides.subject
-        with subject.autocast():
-            eager = profile_call(sides.eager, subject.sync, subject.on_cuda)
-            compiled = profile_call(sides.compiled_run, subject.sync, subject.on_cuda)
+        eager = profile_call(sides.eager, subject.sync, subject.on_cuda)
+        compiled = profile_call(sides.compiled_run, subject.sync, subject.on_cuda)
         record_profiles(self.ctx.result, eager, compiled)
 
     def measure_memory(self, sides: Sides) -> None:
@@ -194,7 +200,7 @@ class Backend(ABC):
         if not subject.on_cuda:
             return
         self.ctx.enter(MEMORY)
-        with self.ctx.gpu_work(), subject.autocast():
+        with self.ctx.gpu_work():
             eager = subject.peak_memory_mb(sides.eager)
             compiled = subject.peak_memory_mb(sides.compiled_run)
         result = self.ctx.result

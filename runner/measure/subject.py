@@ -122,11 +122,13 @@ class Subject:
         return cast_floats(inputs, self.reduced_dtype) if self.cast_applied else inputs
 
     def treatment_label(self) -> str:
-        """What the row's ``precision_treatment`` says."""
+        """What the row's ``precision_treatment`` says. Rows recorded before each call
+        entered autocast itself (``runner.backends.base.Sides``) say ``autocast bf16``:
+        their eager calls after the first reused autocast's weight casts."""
         if self.reduced_dtype is not None:
             if self.treatment == CAST:
                 return f"cast {self.precision} (model and inputs, eager too)"
-            return f"autocast {self.precision}"
+            return f"autocast {self.precision} per call"
         return "fp32, tf32 off" if self.on_cuda else "fp32"
 
     # -- the device ----------------------------------------------------------------------
