@@ -28,7 +28,9 @@ with a caveat still passed.
   earlier cells of the run had tuned for the same shapes: its compile time leaves that
   tuning out;
 - outlasted the run's time limit: a `timeout` stopped at the end of a time-limited run
-  (a sweep's chunk) that it could not end within, its own timeout not reached.
+  (a sweep's chunk) that it could not end within, its own timeout not reached;
+- casts reused: an eager-backend cell profiled in one autocast region with eager, whose
+  call reused the weight casts eager's had made: its GPU-time speedup reads high.
 """
 
 from __future__ import annotations
@@ -274,6 +276,20 @@ def _outlasted(cell: Mapping) -> str:
     )
 
 
+def _casts_reused(cell: Mapping) -> str:
+    return (
+        "**GPU time with eager's casts reused**: one autocast region held both sides' "
+        "profiled calls, and autocast keeps each weight's bf16 cast until its region "
+        "exits. So this eager-backend call reused the casts eager's call had just made: it "
+        f"launched {_number(cell, 'compiled_kernels', '{:.0f}')} kernels against eager's "
+        f"{_number(cell, 'eager_kernels', '{:.0f}')}, and its GPU-time speedup "
+        f"({_number(cell, 'gpu_speedup', '{:.2f}x')}) counts casts it did not run. The "
+        "eager backend compiles nothing. Its wall-clock speedup holds, because both sides' "
+        "timed calls reused the casts alike. Cells recorded since 2026-12-05 enter "
+        "autocast per call."
+    )
+
+
 _README_RECORDED = Doc("README.md", "What is recorded")
 _XLA_TRUST = Doc("docs/xla-h200.md", "The bf16 XLA speedups, and how far to trust them")
 _NOT_XLA = f"backend NOT IN ({', '.join(repr(name) for name in XLA_BACKENDS)})"
@@ -353,6 +369,15 @@ CAVEATS: tuple[Caveat, ...] = (
         Doc("docs/PERFORMANCE.md", "Cells that outlast a chunk"), _outlasted,
         "a timeout stopped at the end of a time-limited run (a sweep's chunk) it could not "
         "end within, its own timeout not reached: the run's length, not the model's",
+    ),
+    # The label rows had before each call entered autocast itself (runner.measure.subject).
+    Caveat(
+        "casts-reused", "GPU time reused eager's casts", "casts reused",
+        "backend = 'eager' AND precision <> 'fp32' AND gpu_speedup IS NOT NULL "
+        "AND coalesce(precision_treatment = 'autocast ' || precision, false)",
+        Doc("docs/PERFORMANCE.md", "Autocast's scope (2026-12-05)"), _casts_reused,
+        "an eager-backend cell profiled in one autocast region with eager: it reused "
+        "eager's weight casts, so its GPU-time speedup reads high",
     ),
 )  # fmt: skip
 BY_KEY = {caveat.key: caveat for caveat in CAVEATS}

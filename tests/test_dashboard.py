@@ -1411,6 +1411,40 @@ def test_cuda_graph_cells_measured_without_their_pool_have_a_memory_caveat(tmp_p
     assert f"## {doc.heading}" in (Path(__file__).parents[1] / doc.path).read_text()
 
 
+def test_eager_backend_gpu_time_profiled_in_one_autocast_region_has_a_caveat(tmp_path):
+    """An eager-backend row labelled `autocast bf16` (one region around both profiled
+    calls) reused eager's casts in its profile: a caveat says its GPU-time speedup reads
+    high. One recorded per call, an Inductor row of the old label, and an fp32 one do not."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="scope", command="zoo-run", status="finished")
+    store.start_run(run)
+    profiled = {"eager_kernels": 256, "compiled_kernels": 156, "gpu_speedup": 1.05}
+    rows = []
+    for model, backend, precision, treatment in (
+        ("vit_base_patch16_224", "eager", "bf16", "autocast bf16"),
+        ("resnet50", "eager", "bf16", "autocast bf16 per call"),
+        ("resnet34", "inductor", "bf16", "autocast bf16"),
+        ("resnet18", "eager", "fp32", "fp32, tf32 off"),
+    ):
+        rows.append(
+            cell(model, "x", backend, "pass", precision, **timed(1.0, 1.0), **profiled,
+                 precision_treatment=treatment)
+        )  # fmt: skip
+    store.write_results(run.run_id, rows)
+    store.finish_run(run.run_id, "finished", len(rows))
+    db = open_database(runs_dir, db_path)
+    found = [
+        name
+        for (name,) in db.con.execute(
+            "SELECT model_id FROM latest_cells WHERE list_contains(caveats, 'casts-reused')"
+        ).fetchall()
+    ]
+    assert found == ["timm/vit_base_patch16_224"]
+    reason = caveats.BY_KEY["casts-reused"].reason(profiled)
+    assert "156 kernels against eager's 256" in reason and "1.05x" in reason
+
+
 def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_path):
     """A crowded out-of-memory row, and a pass at a smaller batch after a crowded attempt,
     carry the caveat; an oom of the model's own, and a crowded attempt's retry that
