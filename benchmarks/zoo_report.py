@@ -98,6 +98,15 @@ def _slower(slower: list, passing: list) -> None:
             "dynamo's guards and Inductor's generated Python wrapper; eager's, PyTorch's C++ "
             "dispatch."
         )
+        # Rows of the label before each call entered autocast itself (runner.measure.subject).
+        one_region = sum(1 for r in host if r[13] == "autocast bf16")
+        if one_region:
+            print(
+                f"{one_region} of the {len(host)} were timed inside one autocast region: "
+                "eager's timed calls after the first reused its weight casts, which the "
+                "profiled call that counts its kernels made, so eager's host time per kernel "
+                'reads low (docs/PERFORMANCE.md, "Autocast\'s scope").'
+            )
     with_breaks = [r for r in passing if r[8]]
     without = [r for r in passing if not r[8]]
     if with_breaks and without:
@@ -170,7 +179,7 @@ def main() -> int:
     rows = con.execute(
         "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
         "memory_ratio, timing_disturbance, graph_break_count, eager_host_ms, "
-        "compiled_host_ms, eager_kernels, compiled_kernels FROM headline "
+        "compiled_host_ms, eager_kernels, compiled_kernels, precision_treatment FROM headline "
         "WHERE status = 'pass' AND speedup > 0"
     ).fetchall()
     wall = [r[1] for r in rows]

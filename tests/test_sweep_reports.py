@@ -201,6 +201,9 @@ def test_the_slower_cells_are_split_by_where_they_lose():
     assert int(of_host) == host and int(fewer) <= host
     compiled_us, eager_us = re.search(r"a median (\d+) µs against (\d+) µs eager", section).groups()
     assert int(compiled_us) > 0 and int(eager_us) > 0
+    # The shipped rows were timed inside one autocast region: the figure says so.
+    one_region = re.search(r"(\d+) of the (\d+) were timed inside one autocast region", section)
+    assert one_region and int(one_region[2]) == host and 0 < int(one_region[1]) <= host
     table = re.findall(r"^\| \S+ \| ([\d.]+)x \| (\S+) \| ([^|]+) \| (\d+) \|$", section, re.M)
     assert table and len(table) == min(total, 30)
     for speedup, gpu, loses_on, _breaks in table:
