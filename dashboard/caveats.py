@@ -46,6 +46,7 @@ from runner.backends.registry import ANY_MODE, BACKENDS
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.matrix.results import OUTLASTED_RUN
+from runner.store.schema import one_autocast_region
 
 # The labels of the prepared tables' `timing` and `bound` columns.
 LAUNCH_BOUND = "launch-bound"
@@ -370,11 +371,9 @@ CAVEATS: tuple[Caveat, ...] = (
         "a timeout stopped at the end of a time-limited run (a sweep's chunk) it could not "
         "end within, its own timeout not reached: the run's length, not the model's",
     ),
-    # The label rows had before each call entered autocast itself (runner.measure.subject).
     Caveat(
         "casts-reused", "GPU time reused eager's casts", "casts reused",
-        "backend = 'eager' AND precision <> 'fp32' AND gpu_speedup IS NOT NULL "
-        "AND coalesce(precision_treatment = 'autocast ' || precision, false)",
+        f"backend = 'eager' AND gpu_speedup IS NOT NULL AND {one_autocast_region()}",
         Doc("docs/PERFORMANCE.md", "Autocast's scope (2026-12-05)"), _casts_reused,
         "an eager-backend cell profiled in one autocast region with eager: it reused "
         "eager's weight casts, so its GPU-time speedup reads high",

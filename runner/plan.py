@@ -284,6 +284,7 @@ def skip_recorded(
     crashed_alike: Collection[str] = (),
     built_oom: Collection[str] = (),
     outlasted: Collection[str] = (),
+    one_region: Collection[str] = (),
 ) -> Plan:
     """Drop cells the store already holds (resume).
 
@@ -303,7 +304,9 @@ def skip_recorded(
     keys that ran out of memory building their model, uncrowded
     (``Store.out_of_memory_building``); nor ``outlasted``: keys stopped at the end of a
     time-limited run they could not end within (``Store.outlasted_time_limit``), for a
-    run with a time limit to give.
+    run with a time limit to give. ``one_region``: keys of recorded passes timed inside
+    one autocast region (``Store.timed_in_one_region``), measured again like disturbed
+    ones.
     """
     if force:
         return plan
@@ -319,7 +322,7 @@ def skip_recorded(
             and cell.key not in built_oom
             and cell.key not in outlasted
         )
-        measure = cell.key in disturbed or retry
+        measure = cell.key in disturbed or cell.key in one_region or retry
         if status is None or triage or measure:
             todo.append(cell.crowded_retry() if retry and cell.key in crowded else cell)
         else:

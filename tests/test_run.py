@@ -102,6 +102,38 @@ def test_retry_disturbed_reruns_the_cells_whose_timing_was_disturbed(tmp_path, c
     assert [r["model_id"] for r in after][-1] == "timm/test_resnet" and len(after) == 3
 
 
+@pytest.mark.slow
+def test_passes_timed_in_one_autocast_region_are_measured_again(tmp_path, capsys):
+    """Rows recorded before each call entered autocast itself say `autocast bf16`: a
+    resumed sweep measures such a pass again (its speedup and memory do not compare with
+    rows timed per call), not a failure of that label, nor a row timed per call."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{TOY}:TinyMLP", "--models", "test_resnet", "--backends", "eager"]
+    args += ["--precision", "bf16", "--device", "cpu", "--db", str(db)]
+    assert main(args) == 0
+    first = rows(db, "SELECT model_id, status, precision_treatment FROM results")
+    assert {(r["status"], r["precision_treatment"]) for r in first} == {
+        ("pass", "autocast bf16 per call")
+    }
+    with Store(db).connection() as con:
+        con.execute(
+            "UPDATE results SET precision_treatment = 'autocast bf16', status = CASE "
+            "WHEN model_id = 'timm/test_resnet' THEN 'pass' ELSE 'fail_accuracy' END"
+        )
+    capsys.readouterr()
+    assert main(args) == 0
+    assert "measuring 1 recorded pass again: timed inside one autocast region" in (
+        capsys.readouterr().err
+    )
+    after = rows(db, "SELECT model_id, precision_treatment FROM results ORDER BY recorded_at")
+    assert len(after) == 3 and after[-1] == {
+        "model_id": "timm/test_resnet",
+        "precision_treatment": "autocast bf16 per call",
+    }
+    assert main(args) == 0
+    assert "nothing to run" in capsys.readouterr().out
+
+
 @pytest.mark.inductor
 def test_one_inductor_cell(tmp_path):
     db = tmp_path / "zoo.duckdb"

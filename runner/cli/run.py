@@ -617,6 +617,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         laddered = [cell.key for cell in plan.cells if backends.get(cell.config.backend).ladder]
         untriaged = store.untriaged(laddered, TRIAGED_STATUSES) if args.triage != "none" else set()
         disturbed = store.disturbed(keys, DISTURBED_RATIO) if args.retry_disturbed else set()
+        one_region = store.timed_in_one_region(keys)
         timed_out = store.timed_out(keys) if args.retry_failed else {}
         crashed = store.crashed_alike(keys) if args.retry_failed else set()
         built_oom = store.out_of_memory_building(keys) if args.retry_failed else set()
@@ -639,6 +640,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             crashed_alike=crashed,
             built_oom=built_oom,
             outlasted=outlasted,
+            one_region=one_region,
         )
         hung = timed_out.keys() - outlasted
         kept = [cell for cell in plan.skipped if cell.key in hung]
@@ -665,6 +667,14 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
                 f"not rerunning {len(built_oom)} recorded oom(s) (--retry-failed): each ran "
                 "out of memory building its model, with no other process crowding it, which "
                 "no smaller batch changes; --force reruns them"
+            )
+        if one_region and not args.force:
+            console.print(
+                f"measuring {len(one_region)} recorded "
+                f"pass{'' if len(one_region) == 1 else 'es'} again: timed inside one autocast region (before 2026-12-05), their eager "
+                "calls reused autocast's weight casts, so their speedups read low and "
+                "compiled memory high beside cells timed per call (docs/PERFORMANCE.md, "
+                '"Autocast\'s scope")'
             )
         if disturbed and not args.force:
             console.print(

@@ -27,6 +27,7 @@ from runner.matrix.results import (
     CRASH,
     OOM,
     OUTLASTED_RUN,
+    PASS,
     STATUSES,
     TIMEOUT,
     TRIAGE_INTERRUPTED,
@@ -48,6 +49,7 @@ from runner.store.schema import (
     crowded_row,
     error_text,
     latest_row,
+    one_autocast_region,
 )
 from zoo.errors import DatabaseLockedError, UsageError
 
@@ -481,6 +483,18 @@ class Store:
             key
             for key, disturbance in self._latest(cell_keys, "timing_disturbance")
             if disturbance is not None and disturbance >= ratio
+        }
+
+    def timed_in_one_region(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose latest row passed, timed inside one autocast region
+        (``one_autocast_region``): measured again, since their speedup and memory do not
+        compare with rows timed per call. A failure's status does not depend on it."""
+        return {
+            key
+            for key, stale in self._latest(
+                cell_keys, f"status = '{PASS}' AND {one_autocast_region()}"
+            )
+            if stale
         }
 
     def _latest(self, cell_keys: list[str], columns: str) -> list[tuple]:

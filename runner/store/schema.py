@@ -61,6 +61,16 @@ def crowded_row(alias: str = "") -> str:
     return f"({prefix}status = '{OOM}' AND contains(coalesce({prefix}notes, ''), '{crowded}'))"
 
 
+def one_autocast_region(alias: str = "") -> str:
+    """The SQL condition that a results row was timed inside one autocast region: its
+    ``precision_treatment`` is the label cells wrote before each call entered autocast
+    itself (``runner.backends.base.Sides``; now ``autocast bf16 per call``). Its eager
+    calls after the first reused autocast's weight casts, so its speedup reads low and
+    its compiled peak memory high (docs/PERFORMANCE.md, "Autocast's scope")."""
+    prefix = f"{alias}." if alias else ""
+    return f"coalesce({prefix}precision_treatment = 'autocast ' || {prefix}precision, false)"
+
+
 def latest_row(partition: str = "cell_key", alias: str = "") -> str:
     """The window condition that keeps the row that stands for each ``partition``
     (results are history: every rerun of a cell stays). That is its newest row by
