@@ -33,6 +33,7 @@ from runner.matrix.labels import (  # noqa: E402
 )
 from runner.matrix.results import CROWDED  # noqa: E402
 from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
+from runner.store.schema import one_autocast_region  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
 HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND precision = 'bf16' AND step = 'infer' AND device = 'cuda'"
@@ -60,6 +61,12 @@ def _loses_on(gpu_speedup: float | None) -> str:
     if not gpu_speedup:
         return "no profile"
     return "GPU kernels" if gpu_speedup < 1.0 else "host"
+
+
+def _in_one_region(rows: list) -> int:
+    """How many of the report's rows were timed inside one autocast region (their last
+    field: ``runner.store.schema.one_autocast_region``)."""
+    return sum(1 for r in rows if r[13])
 
 
 def _slower(slower: list, passing: list) -> None:
@@ -98,9 +105,7 @@ def _slower(slower: list, passing: list) -> None:
             "dynamo's guards and Inductor's generated Python wrapper; eager's, PyTorch's C++ "
             "dispatch."
         )
-        # Rows of the label before each call entered autocast itself (runner.measure.subject).
-        one_region = sum(1 for r in host if r[13] == "autocast bf16")
-        if one_region:
+        if one_region := _in_one_region(host):
             print(
                 f"{one_region} of the {len(host)} were timed inside one autocast region: "
                 "eager's timed calls after the first reused its weight casts, which the "
@@ -179,7 +184,7 @@ def main() -> int:
     rows = con.execute(
         "SELECT model_id, speedup, gpu_speedup, eager_ms, eager_fastest_ms, eager_gpu_ms, "
         "memory_ratio, timing_disturbance, graph_break_count, eager_host_ms, "
-        "compiled_host_ms, eager_kernels, compiled_kernels, precision_treatment FROM headline "
+        f"compiled_host_ms, eager_kernels, compiled_kernels, {one_autocast_region()} FROM headline "
         "WHERE status = 'pass' AND speedup > 0"
     ).fetchall()
     wall = [r[1] for r in rows]
@@ -226,9 +231,7 @@ def main() -> int:
     memory = [r[6] for r in rows if r[6]]
     if memory:
         print(f"- peak memory compiled / eager: median {statistics.median(memory):.2f}")
-    # Rows of the label before each call entered autocast itself (runner.measure.subject).
-    one_region = sum(1 for r in rows if r[13] == "autocast bf16")
-    if one_region:
+    if one_region := _in_one_region(rows):
         print(
             f"- timed inside one autocast region: {one_region} of {len(rows)}. Their eager "
             "calls after the first reused autocast's weight casts, so their speedups read "
