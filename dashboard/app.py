@@ -19,7 +19,7 @@ if _CHECKOUT not in sys.path:
 
 import streamlit as st  # noqa: E402
 
-from dashboard import filters, reads  # noqa: E402
+from dashboard import caveats, filters, reads  # noqa: E402
 from dashboard.text import counted, plain  # noqa: E402
 
 PAGES = Path(__file__).resolve().parent / "pages_"
@@ -70,6 +70,15 @@ def header(db: reads.Database, overview: dict) -> None:
         f"Sources: {plain(_sources(db.sources))} · {overview['result_rows']:,} result rows from "
         f"{overview['runs']} runs; each cell shows its newest row."
     )
+    if note := caveats.one_region_note(overview):
+        st.warning(note, icon=":material/warning:")
+        doc = caveats.AUTOCAST_SCOPE
+        st.page_link(
+            "pages_/docs.py",
+            label=plain(f"Why: {doc}"),
+            query_params={"doc": doc.path, "section": doc.anchor},
+            icon=":material/menu_book:",
+        )
 
 
 def _sources(sources) -> str:

@@ -6,7 +6,7 @@ from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.matrix.results import CROWDED, TRIAGE_INTERRUPTED, TUNING_REUSED
-from runner.store.schema import crowded_row, latest_row
+from runner.store.schema import crowded_row, latest_row, one_autocast_region
 
 
 def _disturbance(alias: str) -> str:
@@ -79,6 +79,8 @@ PREPARE = (
             {_timing(_disturbance("r"))} AS timing,
             r.gpu_speedup, r.eager_gpu_ms, r.compiled_gpu_ms, r.eager_kernels,
             r.compiled_kernels, r.precision_treatment,
+            -- timed inside one autocast region: its speedup reads low, its memory high
+            {one_autocast_region("r")} AS one_region,
             coalesce(contains(r.notes, '{caveats.FIRST_SWEEP_XLA_NOTE}'), false)
                 AS xla_first_sweep,
             -- a CUDA graph cell whose compiled peak counts its pool says so in its notes
@@ -238,6 +240,7 @@ OVERVIEW = """
 SELECT
     count(*) AS cells,
     count(*) FILTER (WHERE status = 'pass') AS passed,
+    count(*) FILTER (WHERE status = 'pass' AND one_region) AS one_region_passes,
     count(*) FILTER (WHERE status = 'unsupported') AS unsupported,
     count(DISTINCT model_id) AS models,
     count(DISTINCT config) AS configs,

@@ -1445,6 +1445,35 @@ def test_eager_backend_gpu_time_profiled_in_one_autocast_region_has_a_caveat(tmp
     assert "156 kernels against eager's 256" in reason and "1.05x" in reason
 
 
+def test_the_header_counts_the_passes_timed_in_one_autocast_region(tmp_path):
+    """The header warns of the shown passes labelled `autocast bf16` (timed inside one
+    autocast region): not of a pass timed per call, a failure of the old label, or fp32."""
+    runs_dir, db_path = build(tmp_path)
+    db = open_database(runs_dir, db_path)
+    assert caveats.one_region_note(reads.overview(db)) is None
+    store = Store.open(db_path)
+    run = RunRecord(label="scope", command="zoo-run", status="finished")
+    store.start_run(run)
+    rows = [
+        cell(model, "x", "inductor", status, precision, **timed(1.5, 9.0),
+             precision_treatment=treatment)
+        for model, status, precision, treatment in (
+            ("resnet50", "pass", "bf16", "autocast bf16"),
+            ("resnet101", "pass", "bf16", "autocast bf16"),
+            ("resnet152", "pass", "bf16", "autocast bf16 per call"),
+            ("resnet26", "fail_accuracy", "bf16", "autocast bf16"),
+            ("resnet34", "pass", "fp32", "fp32, tf32 off"),
+        )
+    ]  # fmt: skip
+    store.write_results(run.run_id, rows)
+    store.finish_run(run.run_id, "finished", len(rows))
+    overview = reads.overview(open_database(runs_dir, db_path))
+    note = caveats.one_region_note(overview)
+    assert overview["one_region_passes"] == 2
+    assert note.startswith(f"2 of the {overview['passed']:,} passes shown were timed inside one")
+    assert f"## {caveats.AUTOCAST_SCOPE.heading}" in (ROOT / "docs" / "PERFORMANCE.md").read_text()
+
+
 def test_an_oom_beside_other_processes_has_a_caveat_and_a_plain_oom_none(tmp_path):
     """A crowded out-of-memory row, and a pass at a smaller batch after a crowded attempt,
     carry the caveat; an oom of the model's own, and a crowded attempt's retry that
