@@ -671,10 +671,10 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         if one_region and not args.force:
             console.print(
                 f"measuring {len(one_region)} recorded "
-                f"pass{'' if len(one_region) == 1 else 'es'} again: timed inside one autocast region (before 2026-12-05), their eager "
-                "calls reused autocast's weight casts, so their speedups read low and "
-                "compiled memory high beside cells timed per call (docs/PERFORMANCE.md, "
-                '"Autocast\'s scope")'
+                f"pass{'' if len(one_region) == 1 else 'es'} again: timed inside one "
+                "autocast region (before 2026-12-05), their eager calls reused autocast's "
+                "weight casts, so their speedups read low and compiled memory high beside "
+                'cells timed per call (docs/PERFORMANCE.md, "Autocast\'s scope")'
             )
         if disturbed and not args.force:
             console.print(
