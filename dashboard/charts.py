@@ -20,6 +20,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboard import caveats as cell_caveats
+from dashboard import pairs
 from dashboard import status as categories
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO, is_disturbed
 from runner.matrix.results import CROWDED_COMPILE, PASS, STATUSES, UNSUPPORTED
@@ -696,11 +697,12 @@ def config_scatter(shared: pd.DataFrame, a: str, b: str) -> go.Figure:
     side disturbed or launch-bound) is hollow.
 
     ``shared`` has model_id, a_speedup, b_speedup and, optionally, a_timing, b_timing,
-    a_bound and b_bound.
+    a_bound, b_bound, a_one_region and b_one_region (hollow too where the two differ:
+    ``pairs.scoped_apart``).
     """
     if shared.empty:
         return _empty("No model passes with a speedup in both configs.")
-    caveat = pd.Series(False, index=shared.index)
+    caveat = pairs.scoped_apart(shared)
     for column, flag in (
         ("a_timing", "disturbed"),
         ("b_timing", "disturbed"),

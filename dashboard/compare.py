@@ -30,11 +30,14 @@ STATUS_CHANGE = "status change"
 # Its speed moved beyond the spread, but one side's timing was disturbed (a median far
 # above its fastest sample): neither faster nor slower can be told.
 DISTURBED = "disturbed"
+# Its speed moved beyond the spread between a row timed inside one autocast region and
+# one timed per call (runner.store.schema.one_autocast_region): the measurement changed.
+MEASURED_DIFFERENTLY = "measured differently"
 FIXED = "fixed"
 FASTER = "faster"
 SAME = "same"
 # Worst first: the order of the table and of the counts.
-CHANGES = (NEW_FAILURE, SLOWER, STATUS_CHANGE, DISTURBED, FIXED, FASTER, SAME)
+CHANGES = (NEW_FAILURE, SLOWER, STATUS_CHANGE, DISTURBED, MEASURED_DIFFERENTLY, FIXED, FASTER, SAME)
 REGRESSIONS = (NEW_FAILURE, SLOWER)
 DEFAULT_THRESHOLD = 0.05
 # What a speedup is measured by: median wall-clock latency, or GPU busy time.
@@ -146,7 +149,9 @@ def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD, metric: str =
     """The change from A to B of one matched cell (the rule is in ``zoo-compare --help``),
     by the speedup columns of the frame (``compare_frames`` puts the metric's there). A
     wall-clock change of a cell whose timing was disturbed on either side is
-    ``disturbed``: GPU time, which a busy host does not move, is judged all the same."""
+    ``disturbed``: GPU time, which a busy host does not move, is judged all the same. A
+    change between a row timed inside one autocast region and one timed per call is
+    ``measured differently``, by either metric (the eager backend's GPU time moved too)."""
     a_pass, b_pass = row["a_status"] == "pass", row["b_status"] == "pass"
     if a_pass and not b_pass:
         return NEW_FAILURE
@@ -165,6 +170,8 @@ def classify(row: pd.Series, threshold: float = DEFAULT_THRESHOLD, metric: str =
         change = FASTER
     else:
         return SAME
+    if bool(row.get("a_one_region")) != bool(row.get("b_one_region")):
+        return MEASURED_DIFFERENTLY
     if metric == WALL and any(
         is_disturbed(row.get(f"{side}_disturbance"), 1.0) for side in ("a", "b")
     ):
@@ -377,7 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
         "the speedup intervals [eager p25 / compiled p75, eager p75 / compiled p25] of A "
         "and B do not overlap, and B/A - 1 is beyond the threshold), 'disturbed' (such a "
         f"change of wall-clock speed where a side's median is {DISTURBED_RATIO:g}x its "
-        "fastest sample or more: the timing was disturbed, no verdict), else 'same'.",
+        "fastest sample or more: the timing was disturbed, no verdict), 'measured "
+        "differently' (such a change where one side was timed inside one autocast region, "
+        "before 2026-12-05, and the other per call: no verdict), else 'same'.",
     )
     parser.add_argument("a", metavar="A", help="the baseline side")
     parser.add_argument("b", metavar="B", help="the side compared with it")
@@ -471,6 +480,15 @@ def _compare(args: argparse.Namespace) -> int:
             f"disturbed (a median {DISTURBED_RATIO:g}x its fastest sample or more): neither "
             "faster nor slower is called. Rerun them alone (zoo-run --workers 1 --force) to "
             "compare them, or compare GPU time (--speedup gpu).",
+            file=sys.stderr,
+        )
+    rescoped = int((frame["change"] == MEASURED_DIFFERENTLY).sum())
+    if rescoped:
+        print(
+            f"zoo-compare: note: {rescoped} cell(s) changed speed between a row timed inside "
+            "one autocast region (recorded before 2026-12-05) and one timed per call: the "
+            "measurement changed, so neither faster nor slower is called. Measure the older "
+            "side again with today's zoo-run to compare them.",
             file=sys.stderr,
         )
     regressions = frame["change"].isin(REGRESSIONS).sum()

@@ -35,6 +35,14 @@ def shared_passing(pair: pd.DataFrame) -> pd.DataFrame:
     return pair[both & timed]
 
 
+def scoped_apart(shared: pd.DataFrame) -> pd.Series:
+    """Which of ``shared``'s models were timed inside one autocast region in one config
+    and per call in the other: their B / A ratio holds the measurement's change too."""
+    if "a_one_region" not in shared:
+        return pd.Series(False, index=shared.index)
+    return shared["a_one_region"].fillna(False) != shared["b_one_region"].fillna(False)
+
+
 def geomean_ratio(pair: pd.DataFrame) -> float | None:
     """Geomean of B's speedup over A's, over the models passing in both (None: none)."""
     shared = shared_passing(pair)

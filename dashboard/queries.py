@@ -533,6 +533,7 @@ SELECT
     a.speedup AS a_speedup, b.speedup AS b_speedup,
     a.gpu_speedup AS a_gpu_speedup, b.gpu_speedup AS b_gpu_speedup,
     {_disturbance("a")} AS a_disturbance, {_disturbance("b")} AS b_disturbance,
+    {one_autocast_region("a")} AS a_one_region, {one_autocast_region("b")} AS b_one_region,
     coalesce(a.eager_ms_p25 / nullif(a.compiled_ms_p75, 0), a.speedup) AS a_speedup_low,
     coalesce(a.eager_ms_p75 / nullif(a.compiled_ms_p25, 0), a.speedup) AS a_speedup_high,
     coalesce(b.eager_ms_p25 / nullif(b.compiled_ms_p75, 0), b.speedup) AS b_speedup_low,
@@ -647,7 +648,8 @@ SELECT
     a.speedup AS a_speedup, b.speedup AS b_speedup,
     a.compile_s AS a_compile_s, b.compile_s AS b_compile_s,
     a.memory_ratio AS a_memory_ratio, b.memory_ratio AS b_memory_ratio,
-    a.timing AS a_timing, b.timing AS b_timing, a.bound AS a_bound, b.bound AS b_bound
+    a.timing AS a_timing, b.timing AS b_timing, a.bound AS a_bound, b.bound AS b_bound,
+    a.one_region AS a_one_region, b.one_region AS b_one_region
 FROM a FULL OUTER JOIN b USING (row_id)
 ORDER BY 1
 """

@@ -23,7 +23,7 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from dashboard import caveats, charts, docs, queries, ranking, reads, reproduce
+from dashboard import caveats, charts, docs, pairs, queries, ranking, reads, reproduce
 from dashboard.filters import Filters, sort_configs
 from dashboard.reads import open_database
 from dashboard.text import WORD_JOINER, code, plain
@@ -737,6 +737,36 @@ def test_config_vs_config_over_the_models_both_have(zoo_app):
     assert scatter.layout.xaxis.type == "log" and diagonal.name == "same speedup"
     pairs = at.dataframe[1].value.set_index("model")
     assert pairs.loc[VIT, "crossing"] == "changed" and pairs.loc["timm/resnet18", "crossing"] == ""
+
+
+def test_config_vs_config_marks_models_timed_with_autocast_scoped_apart(tmp_path):
+    """A model timed inside one autocast region in config A and per call in B: its
+    B / A ratio holds the measurement's change, so it is counted apart and hollow in the
+    scatter; one timed alike in both is not."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    run = RunRecord(label="scope", command="zoo-run", status="finished")
+    store.start_run(run)
+    rows = []
+    for model, a_scope, b_scope in (
+        ("resnet50", "autocast bf16", "autocast bf16 per call"),
+        ("resnet101", "autocast bf16 per call", "autocast bf16 per call"),
+    ):
+        for backend, scope in (("inductor", a_scope), ("aot_eager", b_scope)):
+            rows.append(
+                cell(model, "resnet", backend, "pass", **timed(1.5, 9.0),
+                     precision_treatment=scope)
+            )  # fmt: skip
+    store.write_results(run.run_id, rows)
+    store.finish_run(run.run_id, "finished", len(rows))
+    db = open_database(runs_dir, db_path)
+    a, b = "inductor/default dyn=false bf16", "aot_eager dyn=false bf16"
+    shared = pairs.shared_passing(reads.config_pair(db, Filters(), a, b))
+    apart = shared[pairs.scoped_apart(shared)]
+    assert list(apart["model_id"]) == ["timm/resnet50"]
+    figure = charts.config_scatter(shared, a, b)
+    hollow = next(trace for trace in figure.data if trace.name == "timing caveat")
+    assert list(hollow.customdata.flatten()) == ["timm/resnet50"]
 
 
 def test_config_vs_config_opens_on_the_matrixs_first_two_columns(zoo_app, zoo_paths):

@@ -180,7 +180,7 @@ def test_compare_text_output_and_exit_codes(capsys, db):
     assert lines[5].startswith("timm/slows") and "2.00x (1.96-2.04)" in lines[5]
     assert lines[-1] == (
         "6 cell(s) compared (only in A: 1, only in B: 0): new failure 1, slower 1, "
-        "status change 1, disturbed 0, fixed 1, faster 0, same 2"
+        "status change 1, disturbed 0, measured differently 0, fixed 1, faster 0, same 2"
     )
     code, _, err = run_compare(capsys, db, "base", RUN_B, "--fail-on-regression")
     assert code == 1
@@ -188,7 +188,10 @@ def test_compare_text_output_and_exit_codes(capsys, db):
     # B to A: each failure is a fix and the fix a failure; the slowdown is a speed-up.
     code, out, _ = run_compare(capsys, db, RUN_B, "base", "--fail-on-regression")
     assert code == 1
-    assert "new failure 1, slower 0, status change 1, disturbed 0, fixed 1, faster 1, same 2" in out
+    assert (
+        "new failure 1, slower 0, status change 1, disturbed 0, measured differently 0, fixed 1, faster 1, same 2"
+        in out
+    )
     code, out, _ = run_compare(capsys, db, "base", "base", "--fail-on-regression")
     assert code == 0
     assert "same 7" in out
@@ -274,7 +277,7 @@ def test_compare_over_shipped_parquet(capsys, tmp_path):
     assert code == 0
     assert out.splitlines()[-1] == (
         "27 cell(s) compared (only in A: 0, only in B: 0): new failure 0, slower 0, "
-        "status change 0, disturbed 0, fixed 0, faster 0, same 27"
+        "status change 0, disturbed 0, measured differently 0, fixed 0, faster 0, same 27"
     )
 
 
@@ -473,6 +476,32 @@ def test_compare_refuses_a_path_that_does_not_exist(capsys, db, tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     assert compare.main(["base", RUN_B, "--runs-dir", str(runs)]) == 2
     assert "no run, label or environment 'base'" in capsys.readouterr().err
+
+
+def test_a_cell_timed_with_autocast_scoped_apart_is_measured_differently(tmp_path, capsys):
+    """A: rows timed inside one autocast region (before 2026-12-05), B: per call. Eager
+    read faster inside one region, so a speed change between them is the measurement's:
+    'measured differently', no verdict, and a gate does not fail on it. Two rows of
+    the same scope are judged as ever."""
+    path = tmp_path / "zoo.duckdb"
+    store = Store.open(path)
+    old = [cell(m, "env-a", "pass", TIGHT_EAGER, (4.9, 5.0, 5.1)) for m in ("timm/a", "timm/b")]
+    for result in old:
+        result.precision = "bf16"
+    old[0].precision_treatment = "autocast bf16"  # timm/b says nothing: a row before labels
+    record(store, RUN_A1, "a", "env-a", old)
+    new = [cell(m, "env-a", "pass", TIGHT_EAGER, (7.95, 8.0, 8.05)) for m in ("timm/a", "timm/b")]
+    for result in new:
+        result.precision = "bf16"
+    new[0].precision_treatment = "autocast bf16 per call"
+    record(store, RUN_B, "b", "env-a", new)
+    con, _ = load(tmp_path / "no-runs", path)
+    changes = dict(compare.compare_frames(con, "a", "b")[["model_id", "change"]].values)
+    assert changes == {"timm/a": compare.MEASURED_DIFFERENTLY, "timm/b": compare.SLOWER}
+    code, out, err = run_compare(capsys, path, "a", "b", "--fail-on-regression")
+    assert code == 1 and "1 regression(s)" in err  # timm/b's, not timm/a's
+    assert "disturbed 0, measured differently 1, fixed 0" in out
+    assert "1 cell(s) changed speed between a row timed inside one autocast region" in err
 
 
 def test_a_disturbed_cell_is_neither_faster_nor_slower(tmp_path, capsys):

@@ -10,7 +10,7 @@ import streamlit as st
 
 from dashboard import charts, pairs, reads
 from dashboard.filters import pick_two
-from dashboard.text import plain
+from dashboard.text import counted, plain
 
 # The axes a config is made of: picking the two configs replaces their filters.
 CONFIG_AXES = ("backend", "mode", "dynamic", "precision", "step", "size", "device")
@@ -58,6 +58,15 @@ st.caption(
     f"The geomean B / A speedup is over the {len(shared):,} models passing with a speedup "
     "in both configs."
 )
+if apart := int(pairs.scoped_apart(shared).sum()):
+    st.warning(
+        f"{counted(apart, 'model')} of these {len(shared):,} were timed inside one autocast "
+        "region in one config (recorded before 2026-12-05) and per call in the other. Their "
+        "B / A ratio holds that change of measurement too: eager read faster inside one "
+        "region, by 3-30% on an H100. Until the older side is measured again, compare "
+        "them with care.",
+        icon=":material/warning:",
+    )
 st.markdown("#### Pass and fail, A against B")
 st.caption("Models by their category in A (rows) and in B (columns).")
 crossings = pairs.crossings(pair)
@@ -68,7 +77,8 @@ reads.show_table(
 st.markdown("#### Speedup in A against speedup in B")
 st.caption(
     "Each point a model passing in both (log axes); above the diagonal B is faster. "
-    "Hollow: a side's timing disturbed or its eager baseline launch-bound."
+    "Hollow: a side's timing disturbed, its eager baseline launch-bound, or the two timed "
+    "with autocast's scope apart."
 )
 st.plotly_chart(charts.config_scatter(shared, a, b), config={"displayModeBar": False})
 
