@@ -46,7 +46,6 @@ from runner.backends.registry import ANY_MODE, BACKENDS
 from runner.matrix.fingerprint import TORCH_PROCESS, XLA_PROCESS
 from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
 from runner.matrix.results import OUTLASTED_RUN
-from runner.store.schema import one_autocast_region
 
 # The labels of the prepared tables' `timing` and `bound` columns.
 LAUNCH_BOUND = "launch-bound"
@@ -391,7 +390,7 @@ CAVEATS: tuple[Caveat, ...] = (
     ),
     Caveat(
         "casts-reused", "GPU time reused eager's casts", "casts reused",
-        f"backend = 'eager' AND gpu_speedup IS NOT NULL AND {one_autocast_region()}",
+        "backend = 'eager' AND gpu_speedup IS NOT NULL AND one_region",
         AUTOCAST_SCOPE, _casts_reused,
         "an eager-backend cell profiled in one autocast region with eager: it reused "
         "eager's weight casts, so its GPU-time speedup reads high",
