@@ -12,7 +12,6 @@ models across its columns, each against the headline's speedup::
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dashboard.data import load  # noqa: E402
+from benchmarks import shipped  # noqa: E402
 from dashboard.queries import FAILURE_SIGNATURE  # noqa: E402
 from runner.backends.registry import BACKENDS  # noqa: E402
 from runner.matrix import break_types, columns  # noqa: E402
@@ -132,11 +131,9 @@ def _slower(slower: list, passing: list) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
-    parser.add_argument("--db", type=Path, default=None)
+    parser = shipped.parser(__doc__)
     args = parser.parse_args()
-    con, _ = load(args.runs_dir, args.db)
+    con = shipped.connect(args)
     con.execute(f"CREATE TEMP VIEW headline AS SELECT * FROM latest_results WHERE {HEADLINE}")
     (cells,) = con.execute("SELECT count(*) FROM headline").fetchone()
     listed = [spec.id for spec in select(["@headline"])]

@@ -397,3 +397,47 @@ def test_the_tuning_report_splits_max_autotune_cells_by_how_they_tuned(tmp_path)
     assert "| pool | 2 | 2 | 160.0 | 70.0 | 140 |" in out
     assert "Pooled cells: 2; at hand, 60 GEMM/convolution shapes and 240 Triton configs" in out
     assert "benchmarked themselves 12 shapes (median 6 a cell)" in out
+
+
+def test_remeasured_pairs_match_the_parquet():
+    """benchmarks/remeasure_pairs.py pairs each cell's passing one-region row with its
+    newer per-call row on the same GPU; its counts and geomeans, from parquet."""
+    out = _script("remeasure_pairs.py")
+    rows = duckdb.sql(
+        f"""
+        WITH r AS (
+            SELECT r.cell_key, r.status, r.speedup, r.recorded_at, u.gpu,
+                   r.precision_treatment = 'autocast ' || r.precision AS one_region
+            FROM read_parquet('{RUNS}/*/results.parquet', union_by_name=true) r
+            JOIN read_parquet('{RUNS}/*/runs.parquet', union_by_name=true) u USING (run_id)
+            WHERE r.device = 'cuda' AND r.precision_treatment LIKE 'autocast %'
+        ),
+        o AS (SELECT * FROM r WHERE one_region AND status = 'pass'
+              QUALIFY row_number() OVER (PARTITION BY cell_key, gpu
+                                         ORDER BY recorded_at DESC) = 1),
+        n AS (SELECT * FROM r WHERE NOT one_region
+              QUALIFY row_number() OVER (PARTITION BY cell_key, gpu
+                                         ORDER BY recorded_at DESC) = 1)
+        SELECT o.speedup, n.speedup, n.status FROM o JOIN n USING (cell_key, gpu)
+        WHERE n.recorded_at > o.recorded_at
+        """
+    ).fetchall()
+    assert rows, "the shipped runs hold cells measured again per call (run 5a1a2357)"
+    (count,) = re.findall(r"^(\d+) cells with a passing row timed inside one", out, re.M)
+    assert int(count) == len(rows)
+    table = re.findall(
+        r"^\| (?:hf|timm) \| [^|]+ \| (?:launch-bound|GPU-bound|no profile) \| (\d+) \| (\d+) \|",
+        out,
+        re.M,
+    )
+    assert sum(int(cells) for cells, _ in table) == len(rows)
+    passing = [(old, new) for old, new, status in rows if status == "pass"]
+    assert sum(int(p) for _, p in table) == len(passing)
+    old_geo, new_geo = (
+        math.exp(sum(math.log(v) for v in side) / len(side)) for side in zip(*passing, strict=True)
+    )
+    (shown,) = re.findall(r"geomean speedup (\d+\.\d+)x -> (\d+\.\d+)x", out)
+    assert (float(shown[0]), float(shown[1])) == (round(old_geo, 2), round(new_geo, 2))
+    movers = re.findall(r"^\| \S+ \| [^|]+ \| ([\d.]+)x -> ([\d.]+)x \|", out, re.M)
+    assert 0 < len(movers) <= min(10, len(passing))
+

@@ -1,0 +1,217 @@
+"""What measuring a cell again per call changed: each cell with a passing row timed
+inside one autocast region and a newer row timed per call, on the same GPU model, side
+by side (docs/PERFORMANCE.md, "Autocast's scope").
+
+Prints, per suite and column: how far the speedup moved (the new row's over the old
+row's), both sides' wall times, the GPU-time speedup (one profiled call per side: it
+should barely move, as the fix changes the host's work and autocast's cache, not the
+kernels), peak memory, how many cells crossed 1.0x, and how the re-measured cells ended
+where they no longer pass. Then the compile times of the same cells in both runs,
+grouped by the two runs' worker counts and compile threads (``--workers``,
+``--compile-threads``, read from each run's command): a re-measure compiles the same
+model again, so the pairs compare how a run's settings crowd a compile. Then the
+largest movers::
+
+    python benchmarks/remeasure_pairs.py [--db zoo.duckdb] [--runs-dir data/runs]
+
+It reads shipped parquet runs (and a database where given); it measures nothing. A
+disturbed row (a side's median 1.2x its fastest sample) makes its pair's wall figures
+unsure; the tables count them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import shipped  # noqa: E402
+from runner.matrix.labels import (  # noqa: E402
+    DISTURBED_RATIO,
+    LAUNCH_BOUND_RATIO,
+    is_launch_bound,
+)
+from runner.store.schema import one_autocast_region  # noqa: E402
+
+TOP = 10
+_WORKERS = re.compile(r"--workers[ =](\d+)")
+_THREADS = re.compile(r"--compile-threads[ =](\S+)")
+
+# The newest row of each kind per cell key and GPU: ``old`` timed inside one region (a
+# pass), ``new`` timed per call (any status), recorded after the old one.
+PAIRS = f"""
+WITH tagged AS (
+    SELECT r.*, u.gpu, u.command, {one_autocast_region("r")} AS one_region
+    FROM results r JOIN runs u USING (run_id)
+    WHERE r.device = 'cuda' AND r.precision_treatment LIKE 'autocast %'
+),
+old AS (
+    SELECT * FROM tagged WHERE one_region AND status = 'pass'
+    QUALIFY row_number() OVER (PARTITION BY cell_key, gpu ORDER BY recorded_at DESC) = 1
+),
+new AS (
+    SELECT * FROM tagged WHERE NOT one_region
+    QUALIFY row_number() OVER (PARTITION BY cell_key, gpu ORDER BY recorded_at DESC) = 1
+)
+SELECT o.suite, o.backend || '/' || o.mode || ' ' || o.precision || ' ' || o.step
+           || CASE WHEN o.dynamic = 'false' THEN '' ELSE ' dyn=' || o.dynamic END,
+       o.model_id, o.gpu, n.status,
+       o.speedup, n.speedup, o.eager_ms, n.eager_ms, o.compiled_ms, n.compiled_ms,
+       o.gpu_speedup, n.gpu_speedup, o.memory_ratio, n.memory_ratio,
+       greatest(o.timing_disturbance, 0), greatest(n.timing_disturbance, 0),
+       o.compile_s, n.compile_s, o.compile_beside, n.compile_beside,
+       o.command, n.command, coalesce(o.eager_fastest_ms, o.eager_ms), o.eager_gpu_ms
+FROM old o JOIN new n ON n.cell_key = o.cell_key AND n.gpu = o.gpu
+WHERE n.recorded_at > o.recorded_at
+ORDER BY 1, 2, 3
+"""
+
+
+def geomean(values: list[float]) -> float | None:
+    values = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def ratios(pairs: list[tuple], old: int, new: int) -> list[float]:
+    return [p[new] / p[old] for p in pairs if p[old] and p[new]]
+
+
+def fmt_ratio(values: list[float]) -> str:
+    if not values:
+        return "-"
+    mid = statistics.median(values)
+    if len(values) < 4:
+        return f"{mid:.2f}"
+    q = statistics.quantiles(values, n=4, method="inclusive")
+    return f"{mid:.2f} ({q[0]:.2f}-{q[2]:.2f})"
+
+
+def settings(command: str | None) -> tuple[int, str]:
+    """A run's worker count and compile threads, from its recorded command."""
+    command = command or ""
+    workers = _WORKERS.search(command)
+    threads = _THREADS.search(command)
+    return (int(workers.group(1)) if workers else 1, threads.group(1) if threads else "default")
+
+
+def shown(setting: tuple[int, str]) -> str:
+    return f"{setting[0]} workers, compile threads {setting[1]}"
+
+
+def cell(text: str) -> str:
+    """Text from a row as one markdown table cell (a model id is data, not markup)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def bound(p: tuple) -> str:
+    """The old row's eager side: launch-bound (its fastest call the launch-bound ratio
+    of its GPU busy time or more), GPU-bound, or no profile."""
+    launch = is_launch_bound(p[23], p[24])
+    return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
+
+
+def disturbed(p: tuple) -> bool:
+    return max(p[15] or 0, p[16] or 0) >= DISTURBED_RATIO
+
+
+def main() -> int:
+    parser = shipped.parser(__doc__)
+    args = parser.parse_args()
+    con = shipped.connect(args)
+    pairs = con.execute(PAIRS).fetchall()
+    print("# Cells measured again per call\n")
+    if not pairs:
+        print("No cell has both a passing row timed in one autocast region and a newer one.")
+        return 0
+    gpus = sorted({p[3] for p in pairs})
+    print(
+        f"{len(pairs)} cells with a passing row timed inside one autocast region and a newer "
+        f"row timed per call, on the same GPU ({', '.join(gpus)}). Each figure is the new "
+        "row's over the old row's: median (quartiles). Wall figures of a pair where either "
+        f"row is disturbed (a side's median {DISTURBED_RATIO}x its fastest sample) are unsure.\n"
+    )
+    print(
+        f"Eager side: the old row's, launch-bound where its fastest call took "
+        f"{LAUNCH_BOUND_RATIO:g}x its GPU busy time or more. Re-measuring moves the most "
+        "where eager's own host time sets its speed: the casts it now makes each call are "
+        "launches.\n"
+    )
+    print(
+        "| suite | column | eager side | cells | still pass | speedup | eager ms | compiled ms "
+        "| GPU-time speedup | memory ratio | below 1.0x, old -> new | disturbed |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    groups: dict[tuple[str, str, str], list[tuple]] = {}
+    for p in pairs:
+        groups.setdefault((p[0], p[1], bound(p)), []).append(p)
+    for (suite, column, side), rows in sorted(groups.items()):
+        passing = [p for p in rows if p[4] == "pass"]
+        below_old = sum(1 for p in passing if p[5] and p[5] < 1.0)
+        below_new = sum(1 for p in passing if p[6] and p[6] < 1.0)
+        print(
+            f"| {cell(suite)} | {cell(column)} | {side} | {len(rows)} | {len(passing)} "
+            f"| {fmt_ratio(ratios(passing, 5, 6))} | {fmt_ratio(ratios(passing, 7, 8))} "
+            f"| {fmt_ratio(ratios(passing, 9, 10))} | {fmt_ratio(ratios(passing, 11, 12))} "
+            f"| {fmt_ratio(ratios(passing, 13, 14))} | {below_old} -> {below_new} "
+            f"| {sum(map(disturbed, passing))} |"
+        )
+    ended = {}
+    for p in pairs:
+        if p[4] != "pass":
+            ended[p[4]] = ended.get(p[4], 0) + 1
+    if ended:
+        listed = ", ".join(f"{status} {n}" for status, n in sorted(ended.items()))
+        print(f"\nPassed before, not again: {listed}.")
+    passing = [p for p in pairs if p[4] == "pass"]
+    old_geo, new_geo = geomean([p[5] for p in passing]), geomean([p[6] for p in passing])
+    if old_geo and new_geo:
+        print(
+            f"\nOver the {len(passing)} that pass again: geomean speedup {old_geo:.2f}x -> "
+            f"{new_geo:.2f}x."
+        )
+
+    print("\n## Compile time, the same cells in both runs\n")
+    print(
+        "Grouped by the old and the new run's settings. `beside`: the mean number of other "
+        "cells compiling on the host while the cell compiled (`compile_beside`; blank in "
+        "rows older than schema 8).\n"
+    )
+    print(
+        "| old run | new run | cells | compile s, old | compile s, new | new / old | beside, old | beside, new |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    by_settings: dict[tuple[tuple[int, str], tuple[int, str]], list[tuple]] = {}
+    for p in passing:
+        if p[17] and p[18]:
+            by_settings.setdefault((settings(p[21]), settings(p[22])), []).append(p)
+    for (old_set, new_set), rows in sorted(by_settings.items()):
+        beside_old = [p[19] for p in rows if p[19] is not None]
+        beside_new = [p[20] for p in rows if p[20] is not None]
+        print(
+            f"| {shown(old_set)} | {shown(new_set)} | {len(rows)} "
+            f"| {statistics.median(p[17] for p in rows):.1f} "
+            f"| {statistics.median(p[18] for p in rows):.1f} | {fmt_ratio(ratios(rows, 17, 18))} "
+            f"| {f'{statistics.median(beside_old):.1f}' if beside_old else '-'} "
+            f"| {f'{statistics.median(beside_new):.1f}' if beside_new else '-'} |"
+        )
+
+    print(f"\n## The {TOP} largest moves of the speedup\n")
+    print("| model | column | speedup, old -> new | eager ms, old -> new | disturbed |")
+    print("| --- | --- | --- | --- | --- |")
+    moved = sorted((p for p in passing if p[5] and p[6]), key=lambda p: -abs(math.log(p[6] / p[5])))
+    for p in moved[:TOP]:
+        eager = f"{p[7]:.2f} -> {p[8]:.2f}" if p[7] and p[8] else "-"
+        print(
+            f"| {cell(p[2])} | {cell(p[1])} | {p[5]:.2f}x -> {p[6]:.2f}x | {eager} "
+            f"| {'yes' if disturbed(p) else ''} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

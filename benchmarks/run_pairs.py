@@ -1,0 +1,130 @@
+"""The same cells in two runs, side by side: what changed between two settings of a
+sweep (``--compile-threads``, ``--workers``, a code change) on the same cells.
+
+For every cell key both runs recorded, prints each run's status, compile time, the mean
+number of cells compiling beside it, its wall-clock and GPU-time speedups and its
+timing disturbance; then the medians and geomeans of B over A, and both runs' wall
+time (first start to last finish)::
+
+    python benchmarks/run_pairs.py e88efb9e b7c7295d [--db zoo.duckdb]
+
+Runs are named by their id or an id prefix. It reads shipped parquet runs (and a
+database where given); it measures nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import shipped  # noqa: E402
+from zoo.errors import UsageError  # noqa: E402
+
+# Each run's fields of a cell, in the order the table shows them.
+FIELDS = (
+    "status",
+    "compile_s",
+    "compile_beside",
+    "speedup",
+    "gpu_speedup",
+    "greatest(timing_disturbance, 0)",
+)
+
+
+def _run(con, prefix: str) -> tuple[str, str, str]:
+    """(run id, label, command) of the one run whose id starts with ``prefix``."""
+    found = con.execute(
+        "SELECT run_id, coalesce(label, ''), coalesce(command, '') FROM runs "
+        "WHERE starts_with(run_id, $p) ORDER BY run_id",
+        {"p": prefix},
+    ).fetchall()
+    if len(found) != 1:
+        what = "no run" if not found else f"{len(found)} runs"
+        raise UsageError(f"{what} with an id starting {prefix!r}; give a longer prefix or the id")
+    return found[0]
+
+
+def _ratio(pairs: list[tuple[float | None, float | None]]) -> str:
+    values = [b / a for a, b in pairs if a and b]
+    if not values:
+        return "-"
+    geo = math.exp(sum(map(math.log, values)) / len(values))
+    return f"median {statistics.median(values):.3f}, geomean {geo:.3f} ({len(values)} cells)"
+
+
+def _num(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_a")
+    parser.add_argument("run_b")
+    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
+    parser.add_argument("--db", type=Path, default=None)
+    args = parser.parse_args()
+    con = shipped.connect(args)
+    try:
+        runs = [_run(con, args.run_a), _run(con, args.run_b)]
+    except UsageError as error:
+        print(f"run_pairs.py: {error}", file=sys.stderr)
+        return 2
+    (a, _, _), (b, _, _) = runs
+    side = {
+        alias: ", ".join(
+            field.replace("timing_", f"{alias}.timing_") if "(" in field else f"{alias}.{field}"
+            for field in FIELDS
+        )
+        for alias in "xy"
+    }
+    rows = con.execute(
+        f"SELECT x.model_id, {side['x']}, {side['y']} "
+        "FROM results x JOIN results y USING (cell_key) "
+        "WHERE x.run_id = $a AND y.run_id = $b ORDER BY x.model_id",
+        {"a": a, "b": b},
+    ).fetchall()
+    for name, (run_id, label, command) in zip("AB", runs, strict=True):
+        (wall, cells) = con.execute(
+            "SELECT epoch(max(finished_at::TIMESTAMPTZ)) - epoch(min(started_at::TIMESTAMPTZ)), "
+            "count(*) FROM results WHERE run_id = $r",
+            {"r": run_id},
+        ).fetchone()
+        print(
+            f"{name}: run {run_id} ({label}), {cells} cells, {_num(wall)} s first start to last finish"
+        )
+        print(f"   {' '.join(command.split())}")
+    print(f"\n{len(rows)} cells in both.\n")
+    if not rows:
+        return 0
+    print(
+        "| model | status A / B | compile s A / B | beside A / B | speedup A / B "
+        "| GPU-time speedup A / B | disturbance A / B |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        name = " ".join(str(r[0]).split()).replace("|", "\\|")
+        print(
+            f"| {name} | {r[1]} / {r[7]} | {_num(r[2])} / {_num(r[8])} "
+            f"| {_num(r[3])} / {_num(r[9])} | {_num(r[4], 2)} / {_num(r[10], 2)} "
+            f"| {_num(r[5], 2)} / {_num(r[11], 2)} | {_num(r[6], 2)} / {_num(r[12], 2)} |"
+        )
+    print("\nB over A:\n")
+    print(f"- compile time: {_ratio([(r[2], r[8]) for r in rows])}")
+    both = [r for r in rows if r[1] == r[7] == "pass"]
+    print(f"- wall-clock speedup: {_ratio([(r[4], r[10]) for r in both])}")
+    print(f"- GPU-time speedup: {_ratio([(r[5], r[11]) for r in both])}")
+    print(
+        f"- compile seconds in all: {sum(r[2] or 0 for r in rows):.0f} (A), "
+        f"{sum(r[8] or 0 for r in rows):.0f} (B)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
