@@ -231,10 +231,11 @@ def main() -> int:
     if one_region := _in_one_region(rows):
         print(
             f"- timed inside one autocast region: {one_region} of {len(rows)}. Their eager "
-            "calls after the first reused autocast's weight casts, so their speedups read "
-            "low and their compiled memory high beside cells timed per call (on an H100: "
-            "BERT-base 1.31x against 1.70x per call, ViT-B/16 1.13x against 1.21x). "
-            'zoo-run measures them again (docs/PERFORMANCE.md, "Autocast\'s scope")'
+            "calls after the first reused autocast's weight casts, so their compiled memory "
+            "reads high beside cells timed per call, and launch-bound cells' speedups low "
+            "(measured again on the H200: launch-bound ones rose a median 1.19-1.28x, "
+            "GPU-bound ones moved within noise; `benchmarks/remeasure_pairs.py`). zoo-run "
+            'measures them again (docs/PERFORMANCE.md, "Autocast\'s scope")'
         )
     slower = sorted((r for r in rows if r[1] < 1.0), key=lambda r: r[1])
     print(f"\n## Slower compiled than eager ({len(slower)})\n")

@@ -441,3 +441,28 @@ def test_remeasured_pairs_match_the_parquet():
     movers = re.findall(r"^\| \S+ \| [^|]+ \| ([\d.]+)x -> ([\d.]+)x \|", out, re.M)
     assert 0 < len(movers) <= min(10, len(passing))
 
+
+def test_run_pairs_compares_the_cells_two_runs_share():
+    """benchmarks/run_pairs.py: the cells both runs recorded, and their compile seconds,
+    from parquet; a prefix naming no run is a usage error (exit 2)."""
+    a, b = "e88efb9e", "b7c7295d"
+    shared = duckdb.sql(
+        f"SELECT x.compile_s, y.compile_s FROM read_parquet('{RUNS}/*/results.parquet', "
+        "union_by_name=true) x JOIN read_parquet("
+        f"'{RUNS}/*/results.parquet', union_by_name=true) y USING (cell_key) "
+        "WHERE starts_with(x.run_id, $a) AND starts_with(y.run_id, $b)",
+        params={"a": a, "b": b},
+    ).fetchall()
+    out = _script("run_pairs.py", a, b)
+    assert re.search(rf"^{len(shared)} cells in both\.$", out, re.M) and len(shared) == 24
+    totals = re.search(r"compile seconds in all: (\d+) \(A\), (\d+) \(B\)", out).groups()
+    assert [int(t) for t in totals] == [round(sum(side)) for side in zip(*shared, strict=True)]
+    rows = re.findall(r"^\| (?:hf|timm)/\S+ \| pass / pass \|", out, re.M)
+    assert len(rows) == len(shared)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run_pairs.py"), "zzzz", b],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "no run with an id starting 'zzzz'" in done.stderr
