@@ -332,6 +332,28 @@ def skip_recorded(
     return Plan(cells=todo, dropped=plan.dropped, skipped=skipped, triage_only=triage_only)
 
 
+def first_in_columns(plan: Plan, keys: Collection[str]) -> Plan:
+    """``plan`` with the models of ``keys`` first in each stretch of one column.
+
+    A named set runs column by column (``make_plan``): each stretch of consecutive cells
+    of one column (the two max-autotune columns count as one) keeps its place, and
+    within it the models with a cell in ``keys`` go first, in their order, the others
+    after. A model's consecutive cells move together, so the max-autotune pair stays
+    side by side. A plan that goes model by model has stretches of one cell, and keeps
+    its order. Used to measure first the recorded passes that moved most when measured
+    again (``Store.launch_bound``)."""
+    if not keys:
+        return plan
+    ordered: list[Cell] = []
+    stretches = itertools.groupby(plan.cells, key=lambda cell: tuning.shared_column(cell.config))
+    for _, stretch in stretches:
+        models = [list(cells) for _, cells in itertools.groupby(stretch, key=lambda c: c.spec.id)]
+        ahead = [cells for cells in models if any(cell.key in keys for cell in cells)]
+        behind = [cells for cells in models if not any(cell.key in keys for cell in cells)]
+        ordered.extend(cell for cells in ahead + behind for cell in cells)
+    return replace(plan, cells=ordered)
+
+
 def _more_time(cell: Cell, timed_out: Mapping[str, float | None]) -> bool:
     """Whether ``cell`` has more time now than its recorded timeout ran (True for a cell
     that did not time out, or whose row does not say how long it ran)."""

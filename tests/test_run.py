@@ -134,6 +134,36 @@ def test_passes_timed_in_one_autocast_region_are_measured_again(tmp_path, capsys
     assert "nothing to run" in capsys.readouterr().out
 
 
+@pytest.mark.slow
+def test_launch_bound_passes_are_measured_again_first(tmp_path, capsys):
+    """Of the passes timed inside one autocast region, those whose eager side was
+    launch-bound moved most when measured again: a resumed run measures them first in
+    their column, and says so."""
+    db = tmp_path / "zoo.duckdb"
+    args = ["--module", f"{TOY}:TinyMLP", "--models", "test_resnet", "--backends", "eager"]
+    args += ["--precision", "bf16", "--device", "cpu", "--db", str(db)]
+    assert main(args) == 0
+    first = [r["model_id"] for r in rows(db, "SELECT model_id FROM results ORDER BY recorded_at")]
+    assert len(first) == 2
+    with Store(db).connection() as con:
+        con.execute("UPDATE results SET precision_treatment = 'autocast bf16', status = 'pass'")
+        # The model measured second was launch-bound: 4x its GPU time.
+        con.execute(
+            "UPDATE results SET eager_gpu_ms = eager_ms / 4, eager_samples_ms = NULL "
+            "WHERE model_id = ?",
+            [first[1]],
+        )
+    capsys.readouterr()
+    assert main(args) == 0
+    assert (
+        "measuring 2 recorded passes again: timed inside one autocast region"
+        in (err := capsys.readouterr().err)
+        and "the 1 launch-bound first in each column" in err
+    )
+    again = rows(db, "SELECT model_id FROM results ORDER BY recorded_at")[2:]
+    assert [r["model_id"] for r in again] == [first[1], first[0]]
+
+
 @pytest.mark.inductor
 def test_one_inductor_cell(tmp_path):
     db = tmp_path / "zoo.duckdb"

@@ -365,6 +365,28 @@ def test_untriaged_are_latest_failures_without_a_verdict(store):
     assert store.untriaged([], statuses) == set()
 
 
+def test_launch_bound_reads_the_latest_rows_fastest_eager_call_against_its_gpu_time(store):
+    """Launch-bound: the fastest eager sample (the median where none are kept) is
+    LAUNCH_BOUND_RATIO times the eager GPU time or more; no profile is not; the latest
+    row decides."""
+    run_id = start(store)
+    store.write_results(
+        run_id,
+        [
+            # Fastest sample 3.0 ms over 1.5 ms of GPU time: 2.0x. Its median alone, 4.0x.
+            make_result("a", eager_ms=6.0, eager_samples_ms=[3.0, 6.0, 7.0], eager_gpu_ms=1.5),
+            # Fastest 2.9 ms over 2.0 ms: 1.45x, under the ratio though its median is over.
+            make_result("b", eager_ms=4.0, eager_samples_ms=[2.9, 4.0], eager_gpu_ms=2.0),
+            make_result("c", eager_ms=9.0, eager_samples_ms=[], eager_gpu_ms=3.0),
+            make_result("d", eager_ms=9.0, eager_gpu_ms=None),
+            make_result("e", eager_ms=9.0, eager_samples_ms=[9.0], eager_gpu_ms=1.0),
+        ],
+    )
+    store.write_results(run_id, [make_result("e", eager_ms=1.1, eager_gpu_ms=1.0)])
+    assert store.launch_bound(["a", "b", "c", "d", "e", "f"]) == {"a", "c"}
+    assert store.launch_bound([]) == set()
+
+
 def test_latest_results_read_back_the_rows_as_written(store):
     """A recorded row comes back as the CellResult the runner wrote, graph breaks and
     sample lists included, with the run that recorded it; only the latest per cell."""

@@ -20,7 +20,7 @@ from runner.matrix import columns
 from runner.matrix.cells import CellConfig
 from runner.measure import tuning
 from runner.measure.host import SCRATCH_DIR_ENV
-from runner.plan import PlanOptions, plan_cells
+from runner.plan import PlanOptions, first_in_columns, plan_cells
 from runner.schedule.memory import Deferring, MemoryBudget
 from tests.results import rows
 from tests.test_measure import Mlp, features, make_cell
@@ -53,9 +53,9 @@ def test_a_models_two_max_autotune_cells_are_partners_and_no_others():
     assert tuning.share_key(make_cell(backend="aot_inductor", mode="max-autotune")) is None
 
 
-def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
-    specs = select(["test_resnet", "test_vit", "test_efficientnet"])
-    options = PlanOptions(
+def _core_options() -> PlanOptions:
+    """The options of a plan of the core set's columns on CUDA."""
+    return PlanOptions(
         backends=("inductor",),
         modes=None,
         dynamic=("false",),
@@ -64,6 +64,11 @@ def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
         device="cuda",
         columns=columns.columns("@core"),
     )
+
+
+def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
+    specs = select(["test_resnet", "test_vit", "test_efficientnet"])
+    options = _core_options()
     cells = plan_cells(specs, options, "env").cells
     labels = [(cell.spec.name, cell.config.mode) for cell in cells if tuning.tunes(cell.config)]
     names = [spec.name for spec in specs]
@@ -75,6 +80,36 @@ def test_core_feeds_a_models_max_autotune_cells_one_after_the_other():
     assert configs[:3] == [columns.HEADLINE] * 3
     first_tuned = next(i for i, c in enumerate(configs) if tuning.tunes(c))
     assert all(tuning.tunes(c) for c in configs[first_tuned:]) and len(configs[first_tuned:]) == 6
+
+
+def test_first_in_columns_moves_models_ahead_within_each_column_only():
+    """The cells to measure first lead their column's stretch; columns keep their order,
+    a model's max-autotune pair stays side by side, and a model-by-model plan keeps its
+    order."""
+    specs = select(["test_resnet", "test_vit", "test_efficientnet"])
+    options = _core_options()
+    plan = plan_cells(specs, options, "env")
+    headline = [c for c in plan.cells if c.config == columns.HEADLINE]
+    tuned = [c for c in plan.cells if tuning.tunes(c.config)]
+    last = headline[-1]
+    # The second model's max-autotune-no-cudagraphs cell: its pair moves with it.
+    partner = next(c for c in tuned if c.spec.id == tuned[2].spec.id and c is not tuned[2])
+    moved = first_in_columns(plan, {last.key, partner.key})
+    assert sorted(c.key for c in moved.cells) == sorted(c.key for c in plan.cells)
+    assert [c.config for c in moved.cells] == [c.config for c in plan.cells]
+    names = [c.spec.id for c in moved.cells if c.config == columns.HEADLINE]
+    assert names == [last.spec.id] + [c.spec.id for c in headline[:-1]]
+    pairs = [(c.spec.id, c.config.mode) for c in moved.cells if tuning.tunes(c.config)]
+    order = [tuned[2].spec.id, tuned[0].spec.id, tuned[4].spec.id]
+    assert pairs == [
+        (name, mode) for name in order for mode in ("max-autotune", "max-autotune-no-cudagraphs")
+    ]
+    assert first_in_columns(plan, set()) is plan
+    by_model = plan_cells(
+        specs, replace(options, columns=None, modes=("default", "reduce-overhead")), "env"
+    )
+    keys = {by_model.cells[-1].key}
+    assert first_in_columns(by_model, keys).cells == by_model.cells
 
 
 def test_autotuning_cells_come_last_after_every_other_worker_kind():

@@ -21,6 +21,7 @@ from typing import Any
 import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
+from runner.matrix.labels import LAUNCH_BOUND_RATIO
 from runner.matrix.phases import BUILD
 from runner.matrix.process import alive
 from runner.matrix.results import (
@@ -495,6 +496,19 @@ class Store:
                 cell_keys, f"status = '{PASS}' AND {one_autocast_region()}"
             )
             if stale
+        }
+
+    def launch_bound(self, cell_keys: list[str]) -> set[str]:
+        """The keys whose latest row's eager side was launch-bound: its fastest call
+        took ``LAUNCH_BOUND_RATIO`` times its GPU busy time or more
+        (``runner.matrix.labels.is_launch_bound``). Rows without a GPU profile are not."""
+        fastest = "coalesce(list_min(eager_samples_ms), eager_ms)"
+        return {
+            key
+            for key, bound in self._latest(
+                cell_keys, f"{fastest} / nullif(eager_gpu_ms, 0) >= {LAUNCH_BOUND_RATIO}"
+            )
+            if bound
         }
 
     def _latest(self, cell_keys: list[str], columns: str) -> list[tuple]:
