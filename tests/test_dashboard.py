@@ -1441,14 +1441,28 @@ def test_cuda_graph_cells_measured_without_their_pool_have_a_memory_caveat(tmp_p
     assert f"## {doc.heading}" in (Path(__file__).parents[1] / doc.path).read_text()
 
 
-def test_eager_backend_gpu_time_profiled_in_one_autocast_region_has_a_caveat(tmp_path):
-    """An eager-backend row labelled `autocast bf16` (one region around both profiled
-    calls) reused eager's casts in its profile: a caveat says its GPU-time speedup reads
-    high. One recorded per call, an Inductor row of the old label, and an fp32 one do not."""
+def _carrying(tmp_path, rows: list, key: str) -> list[str]:
+    """The models among ``rows`` (written as one run beside the built data) whose
+    newest cell carries the caveat ``key``."""
     runs_dir, db_path = build(tmp_path)
     store = Store.open(db_path)
     run = RunRecord(label="scope", command="zoo-run", status="finished")
     store.start_run(run)
+    store.write_results(run.run_id, rows)
+    store.finish_run(run.run_id, "finished", len(rows))
+    db = open_database(runs_dir, db_path)
+    return [
+        name
+        for (name,) in db.con.execute(
+            "SELECT model_id FROM latest_cells WHERE list_contains(caveats, $key)", {"key": key}
+        ).fetchall()
+    ]
+
+
+def test_eager_backend_gpu_time_profiled_in_one_autocast_region_has_a_caveat(tmp_path):
+    """An eager-backend row labelled `autocast bf16` (one region around both profiled
+    calls) reused eager's casts in its profile: a caveat says its GPU-time speedup reads
+    high. One recorded per call, an Inductor row of the old label, and an fp32 one do not."""
     profiled = {"eager_kernels": 256, "compiled_kernels": 156, "gpu_speedup": 1.05}
     rows = []
     for model, backend, precision, treatment in (
@@ -1461,18 +1475,33 @@ def test_eager_backend_gpu_time_profiled_in_one_autocast_region_has_a_caveat(tmp
             cell(model, "x", backend, "pass", precision, **timed(1.0, 1.0), **profiled,
                  precision_treatment=treatment)
         )  # fmt: skip
-    store.write_results(run.run_id, rows)
-    store.finish_run(run.run_id, "finished", len(rows))
-    db = open_database(runs_dir, db_path)
-    found = [
-        name
-        for (name,) in db.con.execute(
-            "SELECT model_id FROM latest_cells WHERE list_contains(caveats, 'casts-reused')"
-        ).fetchall()
-    ]
-    assert found == ["timm/vit_base_patch16_224"]
+    assert _carrying(tmp_path, rows, "casts-reused") == ["timm/vit_base_patch16_224"]
     reason = caveats.BY_KEY["casts-reused"].reason(profiled)
     assert "156 kernels against eager's 256" in reason and "1.05x" in reason
+
+
+def test_a_launch_bound_pass_timed_in_one_autocast_region_reads_low(tmp_path):
+    """Timed inside one autocast region with a launch-bound eager side (fastest call
+    1.5x its GPU time or more): its speedup reads low, a caveat says. Not a GPU-bound
+    one, one timed per call, the eager backend's (both sides reused the casts), nor a
+    failure."""
+    rows = []
+    for model, backend, status, treatment, gpu_ms in (
+        ("mobilenetv3_large_100", "inductor", "pass", "autocast bf16", 4.0),
+        ("resnet50", "inductor", "pass", "autocast bf16", 9.5),
+        ("resnet34", "inductor", "pass", "autocast bf16 per call", 4.0),
+        ("resnet18", "eager", "pass", "autocast bf16", 4.0),
+        ("resnet26", "inductor", "fail_accuracy", "autocast bf16", 4.0),
+    ):
+        rows.append(
+            cell(model, "x", backend, status, **timed(1.2, 9.0), eager_gpu_ms=gpu_ms,
+                 gpu_speedup=1.4, precision_treatment=treatment)
+        )  # fmt: skip
+    assert _carrying(tmp_path, rows, "reads-low") == ["timm/mobilenetv3_large_100"]
+    reason = caveats.BY_KEY["reads-low"].reason({"gpu_speedup": 1.4})
+    assert "launch-bound" in reason and "(1.40x) holds" in reason
+    doc = caveats.BY_KEY["reads-low"].doc
+    assert f"## {doc.heading}" in (Path(__file__).parents[1] / doc.path).read_text()
 
 
 def test_the_header_counts_the_passes_timed_in_one_autocast_region(tmp_path):
