@@ -72,13 +72,7 @@ def header(db: reads.Database, overview: dict) -> None:
     )
     if note := caveats.one_region_note(overview):
         st.warning(note, icon=":material/warning:")
-        doc = caveats.AUTOCAST_SCOPE
-        st.page_link(
-            "pages_/docs.py",
-            label=plain(f"Why: {doc}"),
-            query_params={"doc": doc.path, "section": doc.anchor},
-            icon=":material/menu_book:",
-        )
+        reads.doc_link(caveats.AUTOCAST_SCOPE)
 
 
 def _sources(sources) -> str:

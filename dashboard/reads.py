@@ -21,6 +21,7 @@ import streamlit as st
 from dashboard import queries, status
 from dashboard.data import DEFAULT_RUNS_DIR, RUNS_DIR_ENV, Sources, default_paths, load
 from dashboard.filters import Facets, Filters, config_order, sort_configs
+from dashboard.text import plain
 
 # Results shipped with this checkout: found even when the dashboard starts elsewhere.
 CHECKOUT_RUNS_DIR = Path(__file__).resolve().parents[1] / DEFAULT_RUNS_DIR
@@ -313,6 +314,17 @@ def show_table(frame: pd.DataFrame, **options):
     """``st.dataframe`` of ``frame`` without its index, a missing value shown as "–"
     (Streamlit's own is a grey "None") in a column that still sorts by its numbers."""
     return st.dataframe(frame, hide_index=True, placeholder="–", **options)
+
+
+def doc_link(doc) -> None:
+    """A link to ``doc`` (a ``caveats.Doc``: a document and a heading) on the Docs page,
+    labelled "Why: <document> § <heading>"."""
+    st.page_link(
+        "pages_/docs.py",
+        label=plain(f"Why: {doc}"),
+        query_params={"doc": doc.path, "section": doc.anchor},
+        icon=":material/menu_book:",
+    )
 
 
 def number_columns(**formats: str) -> dict:

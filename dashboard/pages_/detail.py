@@ -160,12 +160,7 @@ def caveat_notes(cell: dict) -> None:
         if key == "environments":
             text += " " + plain(environments_line(cell))
         st.warning(text, icon=":material/warning:")
-        st.page_link(
-            "pages_/docs.py",
-            label=plain(f"Why: {caveat.doc}"),
-            query_params={"doc": caveat.doc.path, "section": caveat.doc.anchor},
-            icon=":material/menu_book:",
-        )
+        reads.doc_link(caveat.doc)
 
 
 def gpu_time_line(cell) -> str:

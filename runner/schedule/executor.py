@@ -613,7 +613,8 @@ class Executor:
                             last = pending.pop(ready.key, None)
                             if last is not None:
                                 _last_attempt(last, earlier.pop(ready.key, []))
-                                _not_alone(last)
+                                # Its retry alone never ran to its end.
+                                last.add_note(ALONE_NOT_REACHED)
                                 on_result(last)
                             continue
                         if (
@@ -1005,11 +1006,6 @@ def _take(again: deque[Cell], cell: Cell) -> Cell:
     index = next(i for i, queued in enumerate(again) if queued is cell)
     del again[index]
     return cell
-
-
-def _not_alone(result: CellResult) -> None:
-    """Note on a crowded cell's last attempt that its retry alone never ran to its end."""
-    result.add_note(ALONE_NOT_REACHED)
 
 
 def _note_cut_retries(cells: list[Cell], pending: dict[str, CellResult], why: str) -> None:
