@@ -25,6 +25,7 @@ import math
 import re
 import statistics
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,12 +37,23 @@ from runner.matrix.labels import (  # noqa: E402
     LAUNCH_BOUND_RATIO,
     is_launch_bound,
 )
+from runner.report import geomean  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 
 TOP = 10
 _WORKERS = re.compile(r"--workers[ =](\d+)")
 _THREADS = re.compile(r"--compile-threads[ =](\S+)")
 
+# The figures read from both rows of a pair, as old_<name> and new_<name>.
+MEASURES = (
+    "speedup",
+    "eager_ms",
+    "compiled_ms",
+    "gpu_speedup",
+    "memory_ratio",
+    "compile_s",
+    "compile_beside",
+)
 # The newest row of each kind per cell key and GPU: ``old`` timed inside one region (a
 # pass), ``new`` timed per call (any status), recorded after the old one.
 PAIRS = f"""
@@ -59,26 +71,27 @@ new AS (
     QUALIFY row_number() OVER (PARTITION BY cell_key, gpu ORDER BY recorded_at DESC) = 1
 )
 SELECT o.suite, o.backend || '/' || o.mode || ' ' || o.precision || ' ' || o.step
-           || CASE WHEN o.dynamic = 'false' THEN '' ELSE ' dyn=' || o.dynamic END,
-       o.model_id, o.gpu, n.status,
-       o.speedup, n.speedup, o.eager_ms, n.eager_ms, o.compiled_ms, n.compiled_ms,
-       o.gpu_speedup, n.gpu_speedup, o.memory_ratio, n.memory_ratio,
-       greatest(o.timing_disturbance, 0), greatest(n.timing_disturbance, 0),
-       o.compile_s, n.compile_s, o.compile_beside, n.compile_beside,
-       o.command, n.command, coalesce(o.eager_fastest_ms, o.eager_ms), o.eager_gpu_ms
+           || CASE WHEN o.dynamic = 'false' THEN '' ELSE ' dyn=' || o.dynamic END AS column,
+       o.model_id, o.gpu, n.status AS new_status,
+       {", ".join(f"o.{m} AS old_{m}, n.{m} AS new_{m}" for m in MEASURES)},
+       greatest(o.timing_disturbance, 0) AS old_disturbance,
+       greatest(n.timing_disturbance, 0) AS new_disturbance,
+       o.command AS old_command, n.command AS new_command,
+       coalesce(o.eager_fastest_ms, o.eager_ms) AS old_eager_fastest_ms,
+       o.eager_gpu_ms AS old_eager_gpu_ms
 FROM old o JOIN new n ON n.cell_key = o.cell_key AND n.gpu = o.gpu
 WHERE n.recorded_at > o.recorded_at
 ORDER BY 1, 2, 3
 """
 
 
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0 and math.isfinite(v)]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
-
-
-def ratios(pairs: list[tuple], old: int, new: int) -> list[float]:
-    return [p[new] / p[old] for p in pairs if p[old] and p[new]]
+def ratios(pairs: list[dict], measure: str) -> list[float]:
+    """Each pair's new ``measure`` over its old one, where both are recorded."""
+    return [
+        p[f"new_{measure}"] / p[f"old_{measure}"]
+        for p in pairs
+        if p[f"old_{measure}"] and p[f"new_{measure}"]
+    ]
 
 
 def fmt_ratio(values: list[float]) -> str:
@@ -108,27 +121,29 @@ def cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
-def bound(p: tuple) -> str:
+def bound(p: dict) -> str:
     """The old row's eager side: launch-bound (its fastest call the launch-bound ratio
     of its GPU busy time or more), GPU-bound, or no profile."""
-    launch = is_launch_bound(p[23], p[24])
+    launch = is_launch_bound(p["old_eager_fastest_ms"], p["old_eager_gpu_ms"])
     return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
 
 
-def disturbed(p: tuple) -> bool:
-    return max(p[15] or 0, p[16] or 0) >= DISTURBED_RATIO
+def disturbed(p: dict) -> bool:
+    return max(p["old_disturbance"] or 0, p["new_disturbance"] or 0) >= DISTURBED_RATIO
 
 
 def main() -> int:
     parser = shipped.parser(__doc__)
     args = parser.parse_args()
     con = shipped.connect(args)
-    pairs = con.execute(PAIRS).fetchall()
+    cursor = con.execute(PAIRS)
+    names = [d[0] for d in cursor.description]
+    pairs = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
     print("# Cells measured again per call\n")
     if not pairs:
         print("No cell has both a passing row timed in one autocast region and a newer one.")
         return 0
-    gpus = sorted({p[3] for p in pairs})
+    gpus = sorted({p["gpu"] for p in pairs})
     print(
         f"{len(pairs)} cells with a passing row timed inside one autocast region and a newer "
         f"row timed per call, on the same GPU ({', '.join(gpus)}). Each figure is the new "
@@ -146,29 +161,27 @@ def main() -> int:
         "| GPU-time speedup | memory ratio | below 1.0x, old -> new | disturbed |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    groups: dict[tuple[str, str, str], list[tuple]] = {}
+    groups: dict[tuple[str, str, str], list[dict]] = {}
     for p in pairs:
-        groups.setdefault((p[0], p[1], bound(p)), []).append(p)
+        groups.setdefault((p["suite"], p["column"], bound(p)), []).append(p)
     for (suite, column, side), rows in sorted(groups.items()):
-        passing = [p for p in rows if p[4] == "pass"]
-        below_old = sum(1 for p in passing if p[5] and p[5] < 1.0)
-        below_new = sum(1 for p in passing if p[6] and p[6] < 1.0)
+        passing = [p for p in rows if p["new_status"] == "pass"]
+        below_old = sum(1 for p in passing if p["old_speedup"] and p["old_speedup"] < 1.0)
+        below_new = sum(1 for p in passing if p["new_speedup"] and p["new_speedup"] < 1.0)
         print(
             f"| {cell(suite)} | {cell(column)} | {side} | {len(rows)} | {len(passing)} "
-            f"| {fmt_ratio(ratios(passing, 5, 6))} | {fmt_ratio(ratios(passing, 7, 8))} "
-            f"| {fmt_ratio(ratios(passing, 9, 10))} | {fmt_ratio(ratios(passing, 11, 12))} "
-            f"| {fmt_ratio(ratios(passing, 13, 14))} | {below_old} -> {below_new} "
+            f"| {fmt_ratio(ratios(passing, 'speedup'))} | {fmt_ratio(ratios(passing, 'eager_ms'))} "
+            f"| {fmt_ratio(ratios(passing, 'compiled_ms'))} | {fmt_ratio(ratios(passing, 'gpu_speedup'))} "
+            f"| {fmt_ratio(ratios(passing, 'memory_ratio'))} | {below_old} -> {below_new} "
             f"| {sum(map(disturbed, passing))} |"
         )
-    ended = {}
-    for p in pairs:
-        if p[4] != "pass":
-            ended[p[4]] = ended.get(p[4], 0) + 1
+    ended = Counter(p["new_status"] for p in pairs if p["new_status"] != "pass")
     if ended:
         listed = ", ".join(f"{status} {n}" for status, n in sorted(ended.items()))
         print(f"\nPassed before, not again: {listed}.")
-    passing = [p for p in pairs if p[4] == "pass"]
-    old_geo, new_geo = geomean([p[5] for p in passing]), geomean([p[6] for p in passing])
+    passing = [p for p in pairs if p["new_status"] == "pass"]
+    old_geo = geomean(p["old_speedup"] for p in passing)
+    new_geo = geomean(p["new_speedup"] for p in passing)
     if old_geo and new_geo:
         print(
             f"\nOver the {len(passing)} that pass again: geomean speedup {old_geo:.2f}x -> "
@@ -185,17 +198,18 @@ def main() -> int:
         "| old run | new run | cells | compile s, old | compile s, new | new / old | beside, old | beside, new |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    by_settings: dict[tuple[tuple[int, str], tuple[int, str]], list[tuple]] = {}
+    by_settings: dict[tuple[tuple[int, str], tuple[int, str]], list[dict]] = {}
     for p in passing:
-        if p[17] and p[18]:
-            by_settings.setdefault((settings(p[21]), settings(p[22])), []).append(p)
+        if p["old_compile_s"] and p["new_compile_s"]:
+            key = (settings(p["old_command"]), settings(p["new_command"]))
+            by_settings.setdefault(key, []).append(p)
     for (old_set, new_set), rows in sorted(by_settings.items()):
-        beside_old = [p[19] for p in rows if p[19] is not None]
-        beside_new = [p[20] for p in rows if p[20] is not None]
+        beside_old = [p["old_compile_beside"] for p in rows if p["old_compile_beside"] is not None]
+        beside_new = [p["new_compile_beside"] for p in rows if p["new_compile_beside"] is not None]
         print(
             f"| {shown(old_set)} | {shown(new_set)} | {len(rows)} "
-            f"| {statistics.median(p[17] for p in rows):.1f} "
-            f"| {statistics.median(p[18] for p in rows):.1f} | {fmt_ratio(ratios(rows, 17, 18))} "
+            f"| {statistics.median(p['old_compile_s'] for p in rows):.1f} "
+            f"| {statistics.median(p['new_compile_s'] for p in rows):.1f} | {fmt_ratio(ratios(rows, 'compile_s'))} "
             f"| {f'{statistics.median(beside_old):.1f}' if beside_old else '-'} "
             f"| {f'{statistics.median(beside_new):.1f}' if beside_new else '-'} |"
         )
@@ -203,11 +217,16 @@ def main() -> int:
     print(f"\n## The {TOP} largest moves of the speedup\n")
     print("| model | column | speedup, old -> new | eager ms, old -> new | disturbed |")
     print("| --- | --- | --- | --- | --- |")
-    moved = sorted((p for p in passing if p[5] and p[6]), key=lambda p: -abs(math.log(p[6] / p[5])))
+    moved = sorted(
+        (p for p in passing if p["old_speedup"] and p["new_speedup"]),
+        key=lambda p: -abs(math.log(p["new_speedup"] / p["old_speedup"])),
+    )
     for p in moved[:TOP]:
-        eager = f"{p[7]:.2f} -> {p[8]:.2f}" if p[7] and p[8] else "-"
+        old, new = p["old_eager_ms"], p["new_eager_ms"]
+        eager = f"{old:.2f} -> {new:.2f}" if old and new else "-"
         print(
-            f"| {cell(p[2])} | {cell(p[1])} | {p[5]:.2f}x -> {p[6]:.2f}x | {eager} "
+            f"| {cell(p['model_id'])} | {cell(p['column'])} "
+            f"| {p['old_speedup']:.2f}x -> {p['new_speedup']:.2f}x | {eager} "
             f"| {'yes' if disturbed(p) else ''} |"
         )
     return 0

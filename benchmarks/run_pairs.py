@@ -14,8 +14,6 @@ database where given); it measures nothing.
 
 from __future__ import annotations
 
-import argparse
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -24,16 +22,18 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import shipped  # noqa: E402
+from runner.report import geomean  # noqa: E402
 from zoo.errors import UsageError  # noqa: E402
 
-# Each run's fields of a cell, in the order the table shows them.
+# Each run's fields of a cell, in the order the table shows them; ``{t}``: the run's
+# results table.
 FIELDS = (
-    "status",
-    "compile_s",
-    "compile_beside",
-    "speedup",
-    "gpu_speedup",
-    "greatest(timing_disturbance, 0)",
+    "{t}.status",
+    "{t}.compile_s",
+    "{t}.compile_beside",
+    "{t}.speedup",
+    "{t}.gpu_speedup",
+    "greatest({t}.timing_disturbance, 0)",
 )
 
 
@@ -54,7 +54,7 @@ def _ratio(pairs: list[tuple[float | None, float | None]]) -> str:
     values = [b / a for a, b in pairs if a and b]
     if not values:
         return "-"
-    geo = math.exp(sum(map(math.log, values)) / len(values))
+    geo = geomean(values)
     return f"median {statistics.median(values):.3f}, geomean {geo:.3f} ({len(values)} cells)"
 
 
@@ -63,11 +63,9 @@ def _num(value: float | None, digits: int = 1) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = shipped.parser(__doc__)
     parser.add_argument("run_a")
     parser.add_argument("run_b")
-    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
-    parser.add_argument("--db", type=Path, default=None)
     args = parser.parse_args()
     con = shipped.connect(args)
     try:
@@ -76,13 +74,7 @@ def main() -> int:
         print(f"run_pairs.py: {error}", file=sys.stderr)
         return 2
     (a, _, _), (b, _, _) = runs
-    side = {
-        alias: ", ".join(
-            field.replace("timing_", f"{alias}.timing_") if "(" in field else f"{alias}.{field}"
-            for field in FIELDS
-        )
-        for alias in "xy"
-    }
+    side = {t: ", ".join(field.format(t=t) for field in FIELDS) for t in "xy"}
     rows = con.execute(
         f"SELECT x.model_id, {side['x']}, {side['y']} "
         "FROM results x JOIN results y USING (cell_key) "

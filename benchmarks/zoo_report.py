@@ -12,7 +12,6 @@ models across its columns, each against the headline's speedup::
 
 from __future__ import annotations
 
-import math
 import statistics
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from runner.matrix.labels import (  # noqa: E402
 )
 from runner.matrix.results import CROWDED  # noqa: E402
 from runner.measure.accuracy import accuracy_tolerance, rmse_bound  # noqa: E402
+from runner.report import geomean  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
@@ -39,11 +39,6 @@ HEADLINE = "backend = 'inductor' AND mode = 'default' AND dynamic = 'false' AND 
 TOP = 15
 # The backends a failing cell can be triaged on (runner.backends.registry's ``ladder``).
 LADDER = ", ".join(f"'{name}'" for name, entry in BACKENDS.items() if entry.ladder)
-
-
-def geomean(values: list[float]) -> float | None:
-    values = [v for v in values if v and v > 0]
-    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
 
 
 def quantiles(values: list[float]) -> str:

@@ -4,7 +4,7 @@ from dataclasses import fields
 
 from dashboard import caveats
 from dashboard.caveats import DISTURBED, GPU_BOUND, LAUNCH_BOUND, STEADY
-from runner.matrix.labels import DISTURBED_RATIO, LAUNCH_BOUND_RATIO
+from runner.matrix.labels import DISTURBED_RATIO, launch_bound_sql
 from runner.matrix.results import CROWDED, TRIAGE_INTERRUPTED, TUNING_REUSED
 from runner.store.schema import crowded_row, latest_row, one_autocast_region
 
@@ -95,8 +95,7 @@ PREPARE = (
             -- eager wall time (its fastest sample) far above its GPU busy time: the
             -- host's speed sets it (runner.matrix.labels)
             CASE WHEN r.eager_gpu_ms > 0 THEN
-                CASE WHEN coalesce(r.eager_fastest_ms, r.eager_ms) / r.eager_gpu_ms
-                    >= {LAUNCH_BOUND_RATIO}
+                CASE WHEN {launch_bound_sql("coalesce(r.eager_fastest_ms, r.eager_ms)", "r.eager_gpu_ms")}
                 THEN '{LAUNCH_BOUND}' ELSE '{GPU_BOUND}' END
             END AS bound
         FROM results r

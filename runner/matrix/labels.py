@@ -34,6 +34,12 @@ def is_disturbed(median_ms: float | None, fastest_ms: float | None) -> bool:
     return ratio is not None and ratio >= DISTURBED_RATIO
 
 
+def launch_bound_sql(wall_ms: str, gpu_ms: str) -> str:
+    """``is_launch_bound`` as an SQL condition on the expressions ``wall_ms`` (the eager
+    side's fastest call) and ``gpu_ms`` (its GPU busy time); NULL without a profile."""
+    return f"{wall_ms} / nullif({gpu_ms}, 0) >= {LAUNCH_BOUND_RATIO}"
+
+
 def launch_ratio(wall_ms: float | None, gpu_ms: float | None) -> float | None:
     """Wall time over GPU busy time of one side (None without a GPU profile)."""
     if wall_ms is None or not gpu_ms:

@@ -21,7 +21,7 @@ from typing import Any
 import duckdb
 
 from runner.matrix.clock import utc_naive, utc_now
-from runner.matrix.labels import LAUNCH_BOUND_RATIO
+from runner.matrix.labels import launch_bound_sql
 from runner.matrix.phases import BUILD
 from runner.matrix.process import alive
 from runner.matrix.results import (
@@ -505,9 +505,7 @@ class Store:
         fastest = "coalesce(list_min(eager_samples_ms), eager_ms)"
         return {
             key
-            for key, bound in self._latest(
-                cell_keys, f"{fastest} / nullif(eager_gpu_ms, 0) >= {LAUNCH_BOUND_RATIO}"
-            )
+            for key, bound in self._latest(cell_keys, launch_bound_sql(fastest, "eager_gpu_ms"))
             if bound
         }
 
