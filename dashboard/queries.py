@@ -74,6 +74,9 @@ PREPARE = (
             r.compile_beside, r.eager_ms, r.compiled_ms, r.speedup,
             r.memory_ratio, r.eager_peak_alloc_mb, r.compiled_peak_alloc_mb, r.accuracy_pass,
             r.recorded_at,
+            -- other cells busy on the host while it was timed, and the launch canary's
+            -- microseconds per tiny call then (runner.measure.timing)
+            r.timing_beside, r.host_launch_us,
             {_disturbance("r")} AS timing_disturbance,
             -- disturbed: its speedup is not to be trusted (a filter and a badge)
             {_timing(_disturbance("r"))} AS timing,
@@ -309,7 +312,7 @@ SELECT
     batch_size, status, error_type, error_phase, graph_break_count, recompile_count,
     compile_s, compile_beside, eager_ms, compiled_ms, speedup, eager_gpu_ms, compiled_gpu_ms,
     gpu_speedup, eager_kernels, compiled_kernels, bound, timing_disturbance, timing,
-    array_to_string(caveats, '; ') AS caveats, memory_ratio, accuracy_pass, torch, gpu,
+    timing_beside, host_launch_us, array_to_string(caveats, '; ') AS caveats, memory_ratio, accuracy_pass, torch, gpu,
     env_id, run_id, label, recorded_at
 FROM chosen
 ORDER BY family, model_id, config

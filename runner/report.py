@@ -200,6 +200,27 @@ def crowd_line(results: list[CellResult]) -> str | None:
     )
 
 
+def host_line(results: list[CellResult]) -> str | None:
+    """How busy and how fast the host was while the run's cells were timed
+    (``timing_beside``, ``host_launch_us``): the launch canary's spread, its slowest
+    reading's cell, and the median of other cells busy beside a timing; None where no
+    cell was timed two ways apart (the spread needs two)."""
+    timed = [r for r in results if r.host_launch_us]
+    if len(timed) < 2:
+        return None
+    canary = sorted(r.host_launch_us for r in timed)
+    slowest = max(timed, key=lambda r: r.host_launch_us)
+    line = (
+        f"host while timed: the launch canary read {statistics.median(canary):.1f} µs per "
+        f"call at the median of {len(timed)} cells ({canary[0]:.1f} fastest, "
+        f"{slowest.host_launch_us:.1f} slowest, {slowest.model_id})"
+    )
+    beside = [r.timing_beside for r in timed if r.timing_beside is not None]
+    if beside:
+        line += f"; a median of {statistics.median(beside):.1f} other cells busy beside a timing"
+    return line
+
+
 def plan_lines(cells: list[Cell]) -> list[str]:
     return [f"{cell.describe()} · batch {cell.batch_size or 'model-defined'}" for cell in cells]
 

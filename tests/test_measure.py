@@ -324,6 +324,8 @@ def test_clean_module_passes_with_timings_and_accuracy(backend, precision):
     assert result.compiled_ms_p25 <= result.compiled_ms <= result.compiled_ms_p75
     assert len(result.eager_samples_ms) == len(result.compiled_samples_ms) >= 5
     assert result.speedup == pytest.approx(result.eager_ms / result.compiled_ms)
+    # The launch canary: microseconds per tiny CPU operator call, not seconds or zero.
+    assert 0.01 < result.host_launch_us < 10_000
     assert result.eager_peak_alloc_mb is None  # CPU
     assert result.accuracy_pass is True
     assert result.accuracy_ref_dtype == "fp64"

@@ -245,6 +245,10 @@ def test_the_same_cells_and_statuses_whatever_the_number_of_workers(tmp_path):
         # Alone, no cell compiled beside another; two at once, beside at most the other.
         assert result.compile_beside == 0.0
         assert 0.0 <= parallel[key].compile_beside <= 1.0
+        # The same through its timed calls; and the launch canary read both times.
+        assert result.timing_beside == 0.0
+        assert 0.0 <= parallel[key].timing_beside <= 1.0
+        assert result.host_launch_us > 0 and parallel[key].host_launch_us > 0
     # What the run used: the host's lock was held for the timing of each cell, never
     # longer than the run; the cores were busy (building, compiling, timing).
     assert set(used.lock_held_s) == {"cpu"}
@@ -646,7 +650,8 @@ def test_a_cell_clock_paused_for_two_reasons_at_once_counts_the_pause_once():
 
 def test_a_compile_counts_the_cells_busy_on_the_cores_beside_it_and_says_so():
     """compile_beside: time-weighted over the cell's compile phases, the other cells in
-    a phase that loads the cores; a cell waiting for a GPU lock, or timing, loads none."""
+    a phase that loads the cores; a cell waiting for a GPU lock, or timing, loads none.
+    timing_beside: the same over a cell's timed calls."""
     from types import SimpleNamespace
 
     def running(phase: str, reported: str | None = None) -> _Running:
@@ -669,9 +674,15 @@ def test_a_compile_counts_the_cells_busy_on_the_cores_beside_it_and_says_so():
     _crowd_onto(result, compiling.running)
     assert result.compile_beside == pytest.approx(1.0, abs=0.05)
     assert result.notes.startswith("earlier note; compiled beside a mean of 1.0 other cells")
+    # The timing cell counts every cell busy beside it (a build and a compile, then two
+    # compiles), never the one waiting for the GPU.
+    assert timing.running.timing_s == pytest.approx(4.0, abs=0.2)
+    assert timing.running.timing_beside_s == pytest.approx(4.0 + 4.0, abs=0.3)
+    assert result.timing_beside is None  # the compiling cell was never timed
     alone = dataclasses.replace(result, notes=None, compile_beside=None)
     _crowd_onto(alone, timing.running)  # never seen compiling: nothing to say
     assert alone.compile_beside is None and alone.notes is None
+    assert alone.timing_beside == pytest.approx(2.0, abs=0.05)
 
 
 def _worker_states(workdir: Path) -> dict[str, tuple[str, str]]:

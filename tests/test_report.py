@@ -9,7 +9,14 @@ from rich.console import Console
 
 from runner.cli.run import _console
 from runner.matrix.results import CellResult
-from runner.report import InFlight, cell_line, crowd_line, make_progress, summary_table
+from runner.report import (
+    InFlight,
+    cell_line,
+    crowd_line,
+    host_line,
+    make_progress,
+    summary_table,
+)
 from tests.results import make_result
 
 MARKUP = "chat template must end with [/INST] [bold]x[/bold] [red]"
@@ -61,6 +68,26 @@ def test_a_crowded_compile_is_said_on_its_line_and_in_the_summary():
         "cell or more (over all 2, a median of 6.5 others beside a compile); alone, a "
         "compile takes less (--workers 1)"
     )
+
+
+def test_the_summary_says_how_fast_the_host_launched_while_cells_were_timed():
+    def timed(name: str, canary: float | None, beside: float | None):
+        return result(
+            status="pass",
+            error_signature=None,
+            model_id=name,
+            host_launch_us=canary,
+            timing_beside=beside,
+        )
+
+    cells = [timed("timm/a", 5.0, 0.0), timed("timm/[b]", 9.5, 4.0), timed("timm/c", 6.0, 2.0)]
+    assert host_line(cells) == (
+        "host while timed: the launch canary read 6.0 µs per call at the median of 3 "
+        "cells (5.0 fastest, 9.5 slowest, timm/[b]); a median of 2.0 other cells busy "
+        "beside a timing"
+    )
+    # One reading has no spread; cells never timed (failures) are left out.
+    assert host_line([cells[0], timed("timm/d", None, None)]) is None
 
 
 def test_the_progress_line_names_a_cell_still_running():

@@ -68,6 +68,7 @@ def test_xla_and_xla_export_cells_of_timm_and_hf_models(tmp_path):
         # alternate with blocks of XLA calls: as many samples on each side.
         assert "eager timed in a process without JAX, in blocks" in r["notes"]
         assert len(r["eager_samples_ms"]) == len(r["compiled_samples_ms"]) >= 5
+        assert r["host_launch_us"] > 0  # the launch canary, in the XLA process
         # The eager side profiled in its own process; the torch profiler does not see
         # XLA's CPU work, so the compiled side has no kernel count (and no GPU time).
         assert r["eager_kernels"] > 0 and r["compiled_kernels"] is None

@@ -797,6 +797,7 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         InFlight,
         cell_line,
         crowd_line,
+        host_line,
         make_progress,
         node_lines,
         node_table,
@@ -913,6 +914,8 @@ def _execute(args, argv, plan: Plan, env, store, console, out, device: str, clus
         out.print(reused)
     if crowded := crowd_line(results):
         out.print(crowded)
+    if host := host_line(results):
+        out.print(host)
     for line in node_lines(outcome.nodes):
         out.print(line)
     if outcome.interrupted:

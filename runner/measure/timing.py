@@ -4,9 +4,11 @@ quartiles kept with the raw samples."""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +31,17 @@ HELD_WARMUPS = 2
 # first calls after the other process had the GPU run slow (measured on the H200: the
 # first of 5 up to 1.3-2x the block's last, eager and XLA alike).
 REWARM_CALLS = 3
+
+# The launch canary: the host's time per call of one tiny operator on the cell's device
+# (an in-place add on a one-element tensor: Python, the dispatcher and, on the GPU, one
+# kernel launch, whose few microseconds of GPU work run behind the launches), the fastest
+# of CANARY_ROUNDS rounds of CANARY_CALLS calls. Timed in the timed hold before and after
+# a cell's pairs, it says how fast the host launched while the cell was timed: a host
+# slowed by its neighbours (compiles on the other cores, the memory bus they share)
+# through a whole timing leaves no spread between samples for ``timing_disturbance`` to
+# see, but slows every launch, and with them the wall time of each launch-bound side.
+CANARY_CALLS = 200
+CANARY_ROUNDS = 3
 
 Timer = Callable[[Callable[[], Any]], float]
 
@@ -138,6 +151,31 @@ def synced_timer(sync: Callable[[], None]) -> Timer:
 def event_timer(device_type: str) -> Timer:
     """How one call is timed on a device: CUDA events, else the host clock."""
     return cuda_event_ms if device_type == "cuda" else perf_counter_ms
+
+
+def launch_canary_us(device: torch.device) -> float:
+    """The host's time per call of a tiny operator on ``device``, in microseconds: the
+    fastest of ``CANARY_ROUNDS`` rounds (a round's first calls warm the rest)."""
+    tensor = torch.zeros(1, device=device)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    fastest = math.inf
+    for _ in range(CANARY_ROUNDS):
+        sync()
+        start = time.perf_counter()
+        for _ in range(CANARY_CALLS):
+            tensor.add_(1)
+        fastest = min(fastest, time.perf_counter() - start)
+    sync()
+    return fastest / CANARY_CALLS * 1e6
+
+
+@contextlib.contextmanager
+def launch_canary(result: CellResult, device: torch.device) -> Iterator[None]:
+    """The launch canary before and after the block (a cell's timed calls), the slower
+    of the two into ``result.host_launch_us``: a host slowed in either half counts."""
+    before = launch_canary_us(device)
+    yield
+    result.host_launch_us = round(max(before, launch_canary_us(device)), 3)
 
 
 def quartiles(samples: list[float]) -> tuple[float, float, float]:

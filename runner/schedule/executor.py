@@ -160,6 +160,9 @@ class _Running:
     # busy on the host's cores (``_observe_crowd``).
     compiling_s: float = 0.0
     beside_s: float = 0.0
+    # The same over the cell's timed calls (``CellResult.timing_beside``).
+    timing_s: float = 0.0
+    timing_beside_s: float = 0.0
 
     def pause(self, now: float, reason: str) -> None:
         if not self.pause_reasons:
@@ -937,12 +940,18 @@ def _observe_crowd(slots: list[Worker | None], since: float) -> float:
         if running.phase in COMPILING:
             running.compiling_s += now - since
             running.beside_s += (now - since) * (busy - 1)
+        elif running.phase == TIMING:
+            running.timing_s += now - since
+            running.timing_beside_s += (now - since) * busy
     return now
 
 
 def _crowd_onto(result: CellResult, running: _Running | None) -> None:
     """The cell's ``compile_beside`` (the mean number of other cells busy beside its
-    compile), and a note where that is one or more."""
+    compile), and a note where that is one or more; its ``timing_beside`` (the same
+    through its timed calls)."""
+    if running is not None and running.timing_s > 0:
+        result.timing_beside = round(running.timing_beside_s / running.timing_s, 2)
     if running is None or running.compiling_s <= 0:
         return
     beside = running.beside_s / running.compiling_s

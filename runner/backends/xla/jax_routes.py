@@ -53,6 +53,7 @@ from runner.measure.tensors import MB, host_tensors
 from runner.measure.timing import (
     REWARM_CALLS,
     alternate_blocks,
+    launch_canary,
     plan_for,
     record_timing,
     synced_timer,
@@ -264,9 +265,10 @@ class JaxRoute(Backend):
 
         ctx.phase = TIMING
         warm_up(lambda: (sides.compiled_run(), sides.subject.sync()))
-        eager, compiled = alternate_blocks(
-            eager_block, xla_block, plan_for(sides.subject.device.type), BASELINE_BLOCK
-        )
+        with launch_canary(ctx.result, sides.subject.device):
+            eager, compiled = alternate_blocks(
+                eager_block, xla_block, plan_for(sides.subject.device.type), BASELINE_BLOCK
+            )
         ctx.phase = EAGER_BASELINE
         # Its profile now, while the baseline process is warm (``profile`` uses it).
         self.eager_profile = baseline.profile()
