@@ -53,6 +53,7 @@ MEASURES = (
     "memory_ratio",
     "compile_s",
     "compile_beside",
+    "host_launch_us",
 )
 # The newest row of each kind per cell key and GPU: ``old`` timed inside one region (a
 # pass), ``new`` timed per call (any status), recorded after the old one.
@@ -126,6 +127,28 @@ def bound(p: dict) -> str:
     of its GPU busy time or more), GPU-bound, or no profile."""
     launch = is_launch_bound(p["old_eager_fastest_ms"], p["old_eager_gpu_ms"])
     return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
+
+
+def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho (ties ranked by order); None below 3 pairs."""
+    if len(xs) < 3:
+        return None
+
+    def ranks(values: list[float]) -> list[int]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0] * len(values)
+        for rank, index in enumerate(order):
+            out[index] = rank
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry, strict=True)) / (n * (n * n - 1))
+
+
+def _canary(p: dict) -> str:
+    value = p["new_host_launch_us"]
+    return "-" if value is None else f"{value:.2f}"
 
 
 def disturbed(p: dict) -> bool:
@@ -214,9 +237,32 @@ def main() -> int:
             f"| {f'{statistics.median(beside_new):.1f}' if beside_new else '-'} |"
         )
 
+    canaried = [
+        p for p in passing if p["new_host_launch_us"] and p["old_speedup"] and p["new_speedup"]
+    ]
+    if canaried:
+        readings = [p["new_host_launch_us"] for p in canaried]
+        print("\n## The launch canary of the new rows\n")
+        print(
+            f"{len(canaried)} passing pairs' new rows carry the launch canary "
+            f"(`host_launch_us`): median {statistics.median(readings):.2f} µs, "
+            f"{min(readings):.2f}-{max(readings):.2f}. Its rank correlation with how far "
+            "the speedup moved (|log new/old|), by the old eager side:\n"
+        )
+        for side in sorted({bound(p) for p in canaried}):
+            these = [p for p in canaried if bound(p) == side]
+            rho = rank_correlation(
+                [p["new_host_launch_us"] for p in these],
+                [abs(math.log(p["new_speedup"] / p["old_speedup"])) for p in these],
+            )
+            print(f"- {side}: {'-' if rho is None else f'{rho:.2f}'} ({len(these)} pairs)")
+
     print(f"\n## The {TOP} largest moves of the speedup\n")
-    print("| model | column | speedup, old -> new | eager ms, old -> new | disturbed |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| model | column | speedup, old -> new | eager ms, old -> new | canary µs, new "
+        "| disturbed |"
+    )
+    print("| --- | --- | --- | --- | --- | --- |")
     moved = sorted(
         (p for p in passing if p["old_speedup"] and p["new_speedup"]),
         key=lambda p: -abs(math.log(p["new_speedup"] / p["old_speedup"])),
@@ -227,7 +273,7 @@ def main() -> int:
         print(
             f"| {cell(p['model_id'])} | {cell(p['column'])} "
             f"| {p['old_speedup']:.2f}x -> {p['new_speedup']:.2f}x | {eager} "
-            f"| {'yes' if disturbed(p) else ''} |"
+            f"| {_canary(p)} | {'yes' if disturbed(p) else ''} |"
         )
     return 0
 

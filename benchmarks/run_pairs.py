@@ -2,8 +2,9 @@
 sweep (``--compile-threads``, ``--workers``, a code change) on the same cells.
 
 For every cell key both runs recorded, prints each run's status, compile time, the mean
-number of cells compiling beside it, its wall-clock and GPU-time speedups and its
-timing disturbance; then the medians and geomeans of B over A, and both runs' wall
+number of cells compiling beside it, its wall-clock and GPU-time speedups, its
+timing disturbance and the launch canary read while it was timed (``host_launch_us``,
+blank in rows before schema 9); then the medians and geomeans of B over A, and both runs' wall
 time (first start to last finish)::
 
     python benchmarks/run_pairs.py e88efb9e b7c7295d [--db zoo.duckdb]
@@ -34,6 +35,7 @@ FIELDS = (
     "{t}.speedup",
     "{t}.gpu_speedup",
     "greatest({t}.timing_disturbance, 0)",
+    "{t}.host_launch_us",
 )
 
 
@@ -96,24 +98,30 @@ def main() -> int:
         return 0
     print(
         "| model | status A / B | compile s A / B | beside A / B | speedup A / B "
-        "| GPU-time speedup A / B | disturbance A / B |"
+        "| GPU-time speedup A / B | disturbance A / B | canary µs A / B |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    n = len(FIELDS)
+    digits = (None, 1, 1, 2, 2, 2, 2)
     for r in rows:
         name = " ".join(str(r[0]).split()).replace("|", "\\|")
-        print(
-            f"| {name} | {r[1]} / {r[7]} | {_num(r[2])} / {_num(r[8])} "
-            f"| {_num(r[3])} / {_num(r[9])} | {_num(r[4], 2)} / {_num(r[10], 2)} "
-            f"| {_num(r[5], 2)} / {_num(r[11], 2)} | {_num(r[6], 2)} / {_num(r[12], 2)} |"
-        )
+        cells = [
+            f"{r[1 + i]} / {r[1 + n + i]}"
+            if digits[i] is None
+            else f"{_num(r[1 + i], digits[i])} / {_num(r[1 + n + i], digits[i])}"
+            for i in range(n)
+        ]
+        print(f"| {name} | {' | '.join(cells)} |")
     print("\nB over A:\n")
-    print(f"- compile time: {_ratio([(r[2], r[8]) for r in rows])}")
-    both = [r for r in rows if r[1] == r[7] == "pass"]
-    print(f"- wall-clock speedup: {_ratio([(r[4], r[10]) for r in both])}")
-    print(f"- GPU-time speedup: {_ratio([(r[5], r[11]) for r in both])}")
+    a_, b_ = (lambda r, i: r[1 + i]), (lambda r, i: r[1 + n + i])
+    print(f"- compile time: {_ratio([(a_(r, 1), b_(r, 1)) for r in rows])}")
+    both = [r for r in rows if a_(r, 0) == b_(r, 0) == "pass"]
+    print(f"- wall-clock speedup: {_ratio([(a_(r, 3), b_(r, 3)) for r in both])}")
+    print(f"- GPU-time speedup: {_ratio([(a_(r, 4), b_(r, 4)) for r in both])}")
+    print(f"- launch canary: {_ratio([(a_(r, 6), b_(r, 6)) for r in both])}")
     print(
-        f"- compile seconds in all: {sum(r[2] or 0 for r in rows):.0f} (A), "
-        f"{sum(r[8] or 0 for r in rows):.0f} (B)"
+        f"- compile seconds in all: {sum(a_(r, 1) or 0 for r in rows):.0f} (A), "
+        f"{sum(b_(r, 1) or 0 for r in rows):.0f} (B)"
     )
     return 0
 
