@@ -122,6 +122,17 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20, help="calls a side per round")
     parser.add_argument("--seconds", type=float, default=40.0, help="per condition")
     parser.add_argument(
+        "--conditions",
+        default=",".join(name for name, _ in CONDITIONS),
+        help="which conditions, comma-separated (default: all)",
+    )
+    parser.add_argument(
+        "--idle-ms",
+        type=float,
+        default=0.0,
+        help="sleep this long between rounds (a worker waiting on a long GPU call)",
+    )
+    parser.add_argument(
         "--device", default="cuda", help="cpu: a smoke run (no graph side, no canary launch)"
     )
     parser.add_argument("--neighbour", default=None, help=argparse.SUPPRESS)
@@ -135,6 +146,11 @@ def main() -> int:
     from runner.measure.host import move_threads
     from runner.measure.timing import launch_canary_us
 
+    chosen = args.conditions.split(",")
+    conditions = [(name, kind) for name, kind in CONDITIONS if name in chosen]
+    if len(conditions) != len(chosen):
+        known = ", ".join(name for name, _ in CONDITIONS)
+        parser.error(f"--conditions: each one of {known}")
     device = torch.device(args.device)
     on_cuda = device.type == "cuda"
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
@@ -167,12 +183,13 @@ def main() -> int:
                 eager_call()
                 replay()
             sync()
-            for name, kind in CONDITIONS:
+            for name, kind in conditions:
                 move_threads(timing)
                 procs = start_neighbours(kind, others) if kind else []
                 try:
                     started = time.perf_counter()
                     while time.perf_counter() - started < args.seconds:
+                        time.sleep(args.idle_ms / 1000)
                         before = launch_canary_us(device)
                         eager = statistics.median(synced(eager_call) for _ in range(args.calls))
                         graph = statistics.median(synced(replay) for _ in range(args.calls))
@@ -189,7 +206,7 @@ def main() -> int:
             f"{'eager ms (p10-p90)':>24} {'graph ms (p10-p90)':>24}"
         )
         mine = [row for row in rows if row[0] == model_id]
-        for name, _ in CONDITIONS:
+        for name, _ in conditions:
             these = [row for row in mine if row[1] == name]
             print(
                 f"{name:<12} {len(these):>6} {spread([r[2] for r in these]):>22} "
@@ -201,7 +218,7 @@ def main() -> int:
             f"{spearman(canary, [r[3] for r in mine]):.2f}, with graph "
             f"{spearman(canary, [r[4] for r in mine]):.2f}"
         )
-        for name, _ in CONDITIONS:
+        for name, _ in conditions:
             these = [row for row in mine if row[1] == name]
             if len(these) > 2:
                 print(

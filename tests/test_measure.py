@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -22,7 +23,8 @@ from runner.cell import measure_cell
 from runner.matrix.cells import Cell, CellConfig
 from runner.measure.accuracy import compare_outputs
 from runner.measure.isolation import cold_compile_caches, tf32_disabled
-from runner.measure.timing import HELD_WARMUPS, WARMUPS
+from runner.measure.timing import HELD_WARMUPS, WARMUPS, HostCanary
+from tests.results import make_result
 from zoo.spec import ModelSpec
 
 # -- modules -------------------------------------------------------------------------
@@ -807,3 +809,16 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
     )
     grown_mib = int(done.stdout.strip())
     assert grown_mib < 128, f"the comparison grew the process by {grown_mib} MiB"  # 1/2 copy
+
+
+def test_the_launch_canary_is_read_through_the_timed_calls_and_its_median_kept():
+    """Read before the 1st, 11th and 21st of 25 timed pairs and once after them: four
+    readings, each microseconds per tiny call, their median on the row."""
+    canary = HostCanary(torch.device("cpu"))
+    for _ in range(25):
+        canary.tick()
+    result = make_result()
+    canary.record(result)
+    assert len(canary.readings) == 4
+    assert all(0.01 < reading < 10_000 for reading in canary.readings)
+    assert result.host_launch_us == pytest.approx(statistics.median(canary.readings), abs=1e-3)

@@ -28,8 +28,8 @@ from runner.measure.subject import Subject, Treatment
 from runner.measure.tensors import host_tensors
 from runner.measure.timing import (
     HELD_WARMUPS,
+    HostCanary,
     event_timer,
-    launch_canary,
     plan_for,
     record_timing,
     repeat,
@@ -181,12 +181,15 @@ class Backend(ABC):
         self.ctx.enter(TIMING)
         subject = sides.subject
         timer = event_timer(subject.device.type)
-        with launch_canary(self.ctx.result, subject.device):
-            warm_up(sides.pair, calls=HELD_WARMUPS, seconds=0.0)
-            pairs = repeat(
-                lambda: (timer(sides.eager), timer(sides.compiled_run)),
-                plan_for(subject.device.type),
-            )
+        warm_up(sides.pair, calls=HELD_WARMUPS, seconds=0.0)
+        canary = HostCanary(subject.device)
+
+        def pair() -> tuple[float, float]:
+            canary.tick()
+            return timer(sides.eager), timer(sides.compiled_run)
+
+        pairs = repeat(pair, plan_for(subject.device.type))
+        canary.record(self.ctx.result)
         record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
 
     def profile(self, sides: Sides) -> None:

@@ -4,11 +4,10 @@ quartiles kept with the raw samples."""
 
 from __future__ import annotations
 
-import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +34,16 @@ REWARM_CALLS = 3
 # The launch canary: the host's time per call of one tiny operator on the cell's device
 # (an in-place add on a one-element tensor: Python, the dispatcher and, on the GPU, one
 # kernel launch, whose few microseconds of GPU work run behind the launches), the fastest
-# of CANARY_ROUNDS rounds of CANARY_CALLS calls. Timed in the timed hold before and after
-# a cell's pairs, it says how fast the host launched while the cell was timed: a host
-# slowed by its neighbours (compiles on the other cores, the memory bus they share)
-# through a whole timing leaves no spread between samples for ``timing_disturbance`` to
-# see, but slows every launch, and with them the wall time of each launch-bound side.
+# of CANARY_ROUNDS rounds of CANARY_CALLS calls. A host slowed through a whole timing (by
+# its neighbours, or by its own drift) leaves no spread between samples for
+# ``timing_disturbance`` to see, but slows every launch, and with them the wall time of
+# each launch-bound side. Read before every CANARY_EVERY-th timed pair and after the
+# last, so that the readings are the timed calls' host: on the H100 machine a host that
+# had just waited idle (for the GPU's lock, a long call) read up to 1.5x slower than
+# one kept busy (docs/PERFORMANCE.md, "The host while a cell is timed").
 CANARY_CALLS = 200
 CANARY_ROUNDS = 3
+CANARY_EVERY = 10
 
 Timer = Callable[[Callable[[], Any]], float]
 
@@ -169,13 +171,25 @@ def launch_canary_us(device: torch.device) -> float:
     return fastest / CANARY_CALLS * 1e6
 
 
-@contextlib.contextmanager
-def launch_canary(result: CellResult, device: torch.device) -> Iterator[None]:
-    """The launch canary before and after the block (a cell's timed calls), the slower
-    of the two into ``result.host_launch_us``: a host slowed in either half counts."""
-    before = launch_canary_us(device)
-    yield
-    result.host_launch_us = round(max(before, launch_canary_us(device)), 3)
+class HostCanary:
+    """Readings of the launch canary through a cell's timed calls: ``tick()`` before each
+    timed pair (or block) reads it every ``every``-th time, ``record(result)`` reads it
+    once more and keeps their median in ``result.host_launch_us``."""
+
+    def __init__(self, device: torch.device, every: int = CANARY_EVERY) -> None:
+        self.device = device
+        self.every = every
+        self.ticks = 0
+        self.readings: list[float] = []
+
+    def tick(self) -> None:
+        if self.ticks % self.every == 0:
+            self.readings.append(launch_canary_us(self.device))
+        self.ticks += 1
+
+    def record(self, result: CellResult) -> None:
+        self.readings.append(launch_canary_us(self.device))
+        result.host_launch_us = round(statistics.median(self.readings), 3)
 
 
 def quartiles(samples: list[float]) -> tuple[float, float, float]:

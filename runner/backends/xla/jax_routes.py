@@ -52,8 +52,8 @@ from runner.measure.subject import Subject
 from runner.measure.tensors import MB, host_tensors
 from runner.measure.timing import (
     REWARM_CALLS,
+    HostCanary,
     alternate_blocks,
-    launch_canary,
     plan_for,
     record_timing,
     synced_timer,
@@ -259,16 +259,21 @@ class JaxRoute(Backend):
             ctx.phase = EAGER_BASELINE  # its failures are the cell's eager_error
             return baseline.time(count)
 
+        # Read in this process, before each block of XLA calls (the eager baseline's
+        # process launches the same way on the same host).
+        canary = HostCanary(sides.subject.device, every=1)
+
         def xla_block(count: int) -> list[float]:
             ctx.phase = TIMING
+            canary.tick()
             return timed_block(sides.compiled_run, timer, count)
 
         ctx.phase = TIMING
         warm_up(lambda: (sides.compiled_run(), sides.subject.sync()))
-        with launch_canary(ctx.result, sides.subject.device):
-            eager, compiled = alternate_blocks(
-                eager_block, xla_block, plan_for(sides.subject.device.type), BASELINE_BLOCK
-            )
+        eager, compiled = alternate_blocks(
+            eager_block, xla_block, plan_for(sides.subject.device.type), BASELINE_BLOCK
+        )
+        canary.record(ctx.result)
         ctx.phase = EAGER_BASELINE
         # Its profile now, while the baseline process is warm (``profile`` uses it).
         self.eager_profile = baseline.profile()
