@@ -34,16 +34,19 @@ def _timing(disturbance: str) -> str:
 # column), run label, torch and GPU; `latest_cells` the newest row of each matrix cell
 # (model x config). A matrix cell can hold several cell keys (environments, batch
 # sizes): the matrix shows the newest, Model detail shows them all. Device, size and
-# step join the label only when the data holds more than one of them.
+# step join the label only when the data holds more than one of them; so does the GPU's
+# name, so that a row measured on one card never stands in for another card's (a user's
+# own run beside the shipped H200 results makes rows of its own).
 PREPARE = (
     f"""
     CREATE OR REPLACE TABLE cells AS
     WITH axes AS (
         SELECT
-            count(DISTINCT device) > 1 AS show_device,
-            count(DISTINCT size) > 1 AS show_size,
-            count(DISTINCT step) > 1 AS show_step
-        FROM results
+            count(DISTINCT r.device) > 1 AS show_device,
+            count(DISTINCT r.size) > 1 AS show_size,
+            count(DISTINCT r.step) > 1 AS show_step,
+            count(DISTINCT e.gpu) FILTER (WHERE r.device = 'cuda') > 1 AS show_gpu
+        FROM results r LEFT JOIN environments e ON e.env_id = r.env_id
     ),
     labelled AS (
         SELECT
@@ -62,6 +65,7 @@ PREPARE = (
             -- columns interleaved with the GPU's
             concat_ws(
                 ' ',
+                CASE WHEN axes.show_gpu AND r.device = 'cuda' THEN e.gpu END,
                 CASE WHEN axes.show_device THEN r.device END,
                 CASE WHEN axes.show_size THEN r.size END
             ) AS variant,

@@ -981,6 +981,24 @@ def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkey
     assert ("detail?model=timm%2Fresnet18", "timm/resnet18 · cuda full") in rows
 
 
+def test_a_row_measured_on_another_gpu_is_a_row_of_its_own(tmp_path, monkeypatch):
+    """A user's own run on another card beside the shipped H200 results: newer, it
+    still never stands in for the H200's cell; the GPU's name labels both rows."""
+    runs_dir, db_path = build(tmp_path)
+    store = Store.open(db_path)
+    store.record_environment(dict(ENV, env_id="env-h100", gpu="NVIDIA H100 80GB HBM3"))
+    run = RunRecord(label="own-gpu", command="zoo-run --models resnet18", status="finished")
+    store.start_run(run)
+    mine = cell("resnet18", "resnet", "inductor", "pass", **timed(1.1, 9.0))
+    mine.env_id, mine.cell_key = "env-h100", mine.cell_key + "-h100"
+    store.write_results(run.run_id, [mine])
+    at = no_exception(_app_on((runs_dir, db_path), monkeypatch).run())
+    assert "NVIDIA H200 (5 cells), NVIDIA H100 80GB HBM3 (1 cell)" in texts(at)
+    rows = re.findall(r'<a class="model" href="([^"]+)">([^<]+)</a>', matrix_page(at))
+    names = [name for _, name in rows if name.startswith("timm/resnet18")]
+    assert names == ["timm/resnet18 · NVIDIA H100 80GB HBM3", "timm/resnet18 · NVIDIA H200"]
+
+
 def test_model_detail_without_a_model_asks_for_one(app):
     app.run()
     at = no_exception(app.switch_page("pages_/detail.py").run())
