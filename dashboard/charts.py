@@ -198,10 +198,19 @@ def _tooltip(row) -> str:
     for key in _caveat_keys(row):
         detail = {
             "disturbed": f": a median {row.timing_disturbance:.2f}x its fastest sample",
-            "launch-bound": ": the GPU-time speedup is the stable figure",
+            "launch-bound": ": the GPU-time speedup is the stable figure" + _canary(row),
         }.get(key, "")
         lines.append(f"⚠ {cell_caveats.BY_KEY[key].badge}{detail}")
     return "\n".join(line for line in lines if line)
+
+
+def _canary(row) -> str:
+    """How fast the host launched while a launch-bound cell was timed (its launch
+    canary, runner.measure.timing), where the row has it."""
+    canary = getattr(row, "host_launch_us", None)
+    if canary is None or pd.isna(canary):
+        return ""
+    return f" (timed at {canary:.1f} µs per launch)"
 
 
 def _caveat_keys(row) -> list[str]:

@@ -283,7 +283,7 @@ page AS (
 SELECT
     c.row_id, c.model_id, c.family, c.config, c.status, c.speedup, c.graph_break_count, c.compile_s,
     c.memory_ratio, c.error_type, c.torch, c.recorded_at, c.timing_disturbance, c.timing,
-    c.gpu_speedup, c.bound, c.caveats
+    c.gpu_speedup, c.bound, c.caveats, c.host_launch_us
 FROM chosen c SEMI JOIN page USING (row_id)
 ORDER BY c.family, c.row_id, c.config
 """

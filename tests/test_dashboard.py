@@ -142,6 +142,19 @@ def _tiles(page: str) -> list[tuple[str, str, str]]:
     )
 
 
+def test_a_launch_bound_tile_says_how_fast_the_host_launched_while_timed():
+    launch_bound = CELLS.assign(bound=["launch-bound"] * 4, host_launch_us=[7.94, None, None, None])
+    tips = [
+        html.unescape(tip)
+        for _, _, tip in _tiles(charts.matrix_html(launch_bound, CONFIGS, MODELS))
+    ]
+    assert tips[0].splitlines()[-1] == (
+        "⚠ launch-bound: the GPU-time speedup is the stable figure (timed at 7.9 µs per launch)"
+    )
+    # Without a canary reading (rows before schema 9) the caveat stands alone.
+    assert tips[2].splitlines()[-1].endswith("the GPU-time speedup is the stable figure")
+
+
 def _columns(page: str) -> list[list[int]]:
     """The grid column of each tile, row by row (a model's name is column 1)."""
     rows = re.findall(r'<div><a class="model".*?</div>', page, re.DOTALL)
