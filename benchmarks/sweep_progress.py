@@ -59,6 +59,12 @@ def main() -> int:
     parser.add_argument("--models", default="@headline")
     parser.add_argument("--configs", default="@headline", help="a named set of columns")
     parser.add_argument("--label", default="zoo-headline", help="the sweep's run label")
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        help="count the CUDA rows of this GPU (its name as the environments record it); "
+        "default: the GPU with the most CUDA rows",
+    )
     args = parser.parse_args()
     specs = select([args.models])
     planned = Counter(spec.suite for spec in specs)
@@ -66,12 +72,23 @@ def main() -> int:
     con, sources = load(args.runs_dir, args.db)
     for problem in sources.problems:
         print(f"warning: {problem}", file=sys.stderr)
+    # One card's progress: a row of another GPU (a user's own run) is not the sweep's.
+    cards = con.execute(
+        "SELECT e.gpu, count(*) FROM latest_results r "
+        "LEFT JOIN (SELECT DISTINCT env_id, gpu FROM environments) e USING (env_id) "
+        "WHERE r.device = 'cuda' GROUP BY e.gpu ORDER BY count(*) DESC, e.gpu"
+    ).fetchall()
+    gpu = args.gpu if args.gpu is not None else (cards[0][0] if cards else None)
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, wall_s, "
         "eager_ms + compiled_ms, gpu_timing_s + gpu_tuning_s, "
-        f"status = 'pass' AND {one_autocast_region()} FROM latest_results "
-        "WHERE device = 'cuda' ORDER BY recorded_at DESC, result_id DESC"
+        f"status = 'pass' AND {one_autocast_region()} FROM latest_results r "
+        "LEFT JOIN (SELECT DISTINCT env_id, gpu FROM environments) e USING (env_id) "
+        "WHERE r.device = 'cuda' AND e.gpu IS NOT DISTINCT FROM $gpu "
+        "ORDER BY recorded_at DESC, result_id DESC",
+        {"gpu": gpu},
     ).fetchall()
+    others = sum(count for card, count in cards if card != gpu)
     # Per column: each model's status (one per model, its newest: another batch or size
     # of the same column is the same cell asked differently, and counts once); and each recorded
     # cell's wall seconds with the seconds it held the GPU alone (recorded, or what its
@@ -91,6 +108,8 @@ def main() -> int:
             walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
+    left_out = f"; {others} cell keys of other GPUs left out" if others else ""
+    print(f"GPU: {gpu or 'not recorded'}{left_out}.\n")
     print(
         "| config | suite | recorded / planned | "
         + " | ".join(STATUSES)

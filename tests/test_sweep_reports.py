@@ -357,6 +357,57 @@ def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer)
     assert counts[newer] == "1" and counts[older] == "0", row
 
 
+def test_progress_counts_one_gpus_rows(tmp_path):
+    """A run on another card (a user's own) is not the sweep's: by default the GPU with
+    the most CUDA rows counts, the others are left out and said to be; --gpu picks."""
+    from tests.dashboard_data import ENV
+
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    h100 = "NVIDIA H100 80GB HBM3"
+    store.record_environment(dict(ENV, env_id="env-h200"))
+    store.record_environment(dict(ENV, env_id="env-h100", gpu=h100))
+    headline = columns.HEADLINE
+    axes = {
+        "backend": headline.backend,
+        "mode": headline.mode,
+        "dynamic": headline.dynamic,
+        "precision": headline.precision,
+        "step": headline.step,
+        "device": "cuda",
+        "family": "resnet",
+        "size": "full",
+    }
+    for env_id, model, status in (
+        ("env-h200", "timm/resnet50", "pass"),
+        ("env-h200", "timm/resnet18", "pass"),
+        ("env-h100", "timm/resnet50", "oom"),
+    ):
+        run = RunRecord(command="zoo-run", env_id=env_id, label="zoo-headline")
+        store.start_run(run)
+        row = make_result(f"{env_id}-{model}", status, model_id=model, env_id=env_id, **axes)
+        store.write_results(run.run_id, [row])
+        store.finish_run(run.run_id, "finished", 1)
+    empty = tmp_path / "runs"
+    empty.mkdir()
+
+    def counts(*extra: str) -> tuple[dict[str, str], str]:
+        out = _script(
+            "sweep_progress.py", "--runs-dir", str(empty), "--db", str(db),
+            "--models", "resnet50", *extra,
+        )  # fmt: skip
+        row = next(line for line in out.splitlines() if line.startswith(f"| {headline.label()} |"))
+        gpu = next(line for line in out.splitlines() if line.startswith("GPU: "))
+        return dict(zip(STATUSES, (c.strip() for c in row.split("|")[4:-2]), strict=True)), gpu
+
+    shown, gpu = counts()
+    assert (shown["pass"], shown["oom"]) == ("1", "0")
+    assert gpu == "GPU: NVIDIA H200; 1 cell keys of other GPUs left out."
+    shown, gpu = counts("--gpu", h100)
+    assert (shown["pass"], shown["oom"]) == ("0", "1")
+    assert gpu == f"GPU: {h100}; 2 cell keys of other GPUs left out."
+
+
 def test_the_tuning_report_splits_max_autotune_cells_by_how_they_tuned(tmp_path):
     """benchmarks/tuning_report.py: cold, partner and pool cells apart, with their GPU
     tuning seconds and the pooled cells' counts; other columns left out."""
