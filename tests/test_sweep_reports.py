@@ -324,6 +324,21 @@ def test_the_report_counts_the_headline_cells_outside_the_selection():
     assert int(cells.replace(",", "")) == len(_latest(headline, "model_id"))
 
 
+def _headline_axes() -> dict[str, str]:
+    """A full-size timm resnet cell's fields in the headline column, on CUDA."""
+    headline = columns.HEADLINE
+    return {
+        "backend": headline.backend,
+        "mode": headline.mode,
+        "dynamic": headline.dynamic,
+        "precision": headline.precision,
+        "step": headline.step,
+        "device": "cuda",
+        "family": "resnet",
+        "size": "full",
+    }
+
+
 @pytest.mark.parametrize("older, newer", [("oom", "pass"), ("pass", "oom")])
 def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer):
     """Two batches of one model in one column are one cell asked twice: the newer
@@ -331,17 +346,7 @@ def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer)
     db = tmp_path / "zoo.duckdb"
     store = Store.open(db)
     headline = columns.HEADLINE
-    axes = {
-        "backend": headline.backend,
-        "mode": headline.mode,
-        "dynamic": headline.dynamic,
-        "precision": headline.precision,
-        "step": headline.step,
-        "device": "cuda",
-        "model_id": "timm/resnet50",
-        "family": "resnet",
-        "size": "full",
-    }
+    axes = {**_headline_axes(), "model_id": "timm/resnet50"}
     for key, status, batch in (("first", older, 64), ("second", newer, 32)):
         run = RunRecord(command="zoo-run", env_id="env-a", label="zoo-headline")
         store.start_run(run)
@@ -368,16 +373,7 @@ def test_progress_counts_one_gpus_rows(tmp_path):
     store.record_environment(dict(ENV, env_id="env-h200"))
     store.record_environment(dict(ENV, env_id="env-h100", gpu=h100))
     headline = columns.HEADLINE
-    axes = {
-        "backend": headline.backend,
-        "mode": headline.mode,
-        "dynamic": headline.dynamic,
-        "precision": headline.precision,
-        "step": headline.step,
-        "device": "cuda",
-        "family": "resnet",
-        "size": "full",
-    }
+    axes = _headline_axes()
     for env_id, model, status in (
         ("env-h200", "timm/resnet50", "pass"),
         ("env-h200", "timm/resnet18", "pass"),
