@@ -6,8 +6,9 @@ Reads the shipped parquet (or a database) and the catalogue; builds nothing:
     python benchmarks/sweep_progress.py --models @headline --configs @headline --label zoo-headline
     python benchmarks/sweep_progress.py --models @core --configs @core --label zoo-core
 
-prints markdown tables for data/runs/README.md. A config's cells on CUDA count for the
-selection's models whichever run recorded them (the GPU-time checks recorded some of
+prints markdown tables for data/runs/README.md. A config's cells on CUDA (one GPU's:
+``--gpu``, by default the one with the most) count for the selection's models whichever
+run recorded them (the GPU-time checks recorded some of
 the headline column's); the chunk table lists the runs of the sweep's label.
 
 The last table estimates the device time left per config: the cells left, times the
@@ -27,7 +28,6 @@ more (their own cells' walls and GPU-alone seconds), against the minutes the chu
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dashboard.data import load  # noqa: E402
+from benchmarks import shipped  # noqa: E402
 from runner.matrix import columns  # noqa: E402
 from runner.matrix.cells import CellConfig  # noqa: E402
 from runner.matrix.results import STATUSES  # noqa: E402
@@ -53,42 +53,22 @@ HINDCAST_CELLS = 40
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs-dir", type=Path, default=ROOT / "data" / "runs")
-    parser.add_argument("--db", type=Path, default=None)
+    parser = shipped.parser(__doc__)
     parser.add_argument("--models", default="@headline")
     parser.add_argument("--configs", default="@headline", help="a named set of columns")
     parser.add_argument("--label", default="zoo-headline", help="the sweep's run label")
-    parser.add_argument(
-        "--gpu",
-        default=None,
-        help="count the CUDA rows of this GPU (its name as the environments record it); "
-        "default: the GPU with the most CUDA rows",
-    )
     args = parser.parse_args()
     specs = select([args.models])
     planned = Counter(spec.suite for spec in specs)
     suite_of = {spec.id: spec.suite for spec in specs}
-    con, sources = load(args.runs_dir, args.db)
-    for problem in sources.problems:
-        print(f"warning: {problem}", file=sys.stderr)
     # One card's progress: a row of another GPU (a user's own run) is not the sweep's.
-    cards = con.execute(
-        "SELECT e.gpu, count(*) FROM latest_results r "
-        "LEFT JOIN (SELECT DISTINCT env_id, gpu FROM environments) e USING (env_id) "
-        "WHERE r.device = 'cuda' GROUP BY e.gpu ORDER BY count(*) DESC, e.gpu"
-    ).fetchall()
-    gpu = args.gpu if args.gpu is not None else (cards[0][0] if cards else None)
+    con, card = shipped.connect_card(args)
     rows = con.execute(
         "SELECT backend, mode, dynamic, precision, step, model_id, status, wall_s, "
         "eager_ms + compiled_ms, gpu_timing_s + gpu_tuning_s, "
-        f"status = 'pass' AND {one_autocast_region()} FROM latest_results r "
-        "LEFT JOIN (SELECT DISTINCT env_id, gpu FROM environments) e USING (env_id) "
-        "WHERE r.device = 'cuda' AND e.gpu IS NOT DISTINCT FROM $gpu "
-        "ORDER BY recorded_at DESC, result_id DESC",
-        {"gpu": gpu},
+        f"status = 'pass' AND {one_autocast_region()} FROM latest_results "
+        "WHERE device = 'cuda' ORDER BY recorded_at DESC, result_id DESC"
     ).fetchall()
-    others = sum(count for card, count in cards if card != gpu)
     # Per column: each model's status (one per model, its newest: another batch or size
     # of the same column is the same cell asked differently, and counts once); and each recorded
     # cell's wall seconds with the seconds it held the GPU alone (recorded, or what its
@@ -108,8 +88,7 @@ def main() -> int:
             walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
     print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
-    left_out = f"; {others} cell keys of other GPUs left out" if others else ""
-    print(f"GPU: {gpu or 'not recorded'}{left_out}.\n")
+    print(f"{card.line()}\n")
     print(
         "| config | suite | recorded / planned | "
         + " | ".join(STATUSES)
