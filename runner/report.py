@@ -203,8 +203,8 @@ def crowd_line(results: list[CellResult]) -> str | None:
 def host_line(results: list[CellResult]) -> str | None:
     """How busy and how fast the host was while the run's cells were timed
     (``timing_beside``, ``host_launch_us``): the launch canary's spread, its slowest
-    reading's cell, and the median of other cells busy beside a timing; None where no
-    cell was timed two ways apart (the spread needs two)."""
+    reading's cell, and the median of other cells busy beside a timing; None where
+    fewer than two cells were timed (one reading has no spread)."""
     timed = [r for r in results if r.host_launch_us]
     if len(timed) < 2:
         return None

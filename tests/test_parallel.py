@@ -654,20 +654,22 @@ def test_a_compile_counts_the_cells_busy_on_the_cores_beside_it_and_says_so():
     timing_beside: the same over a cell's timed calls."""
     from types import SimpleNamespace
 
-    def running(phase: str, reported: str | None = None) -> _Running:
+    def running(phase: str, reported: str | None = None, stopped: bool = False) -> _Running:
         state = _Running(cell=None, result_path=Path("x"), submitted=0.0, started_at="")
         state.phase, state.reported = phase, reported or phase
-        return SimpleNamespace(running=state)
+        return SimpleNamespace(running=state, stopped=stopped)
 
     compiling, building, timing = running(COMPILE), running(BUILD), running(TIMING)
     waiting = running(COMPILE, reported=WAITING)
-    slots = [compiling, building, timing, waiting, None]
+    # Stopped while another cell times (--quiet-timing): it loads no core meanwhile.
+    stopped = running(COMPILE, stopped=True)
+    slots = [compiling, building, timing, waiting, stopped, None]
     since = time.monotonic() - 2.0
     _observe_crowd(slots, since)
     assert compiling.running.compiling_s == pytest.approx(2.0, abs=0.1)
     assert compiling.running.beside_s == pytest.approx(2.0, abs=0.1)  # the build only
     assert building.running.compiling_s == timing.running.compiling_s == 0.0
-    assert waiting.running.compiling_s == 0.0
+    assert waiting.running.compiling_s == stopped.running.compiling_s == 0.0
     building.running.phase = building.running.reported = COMPILE
     _observe_crowd(slots, time.monotonic() - 2.0)  # both compiling now
     result = make_result(notes="earlier note")
@@ -675,7 +677,7 @@ def test_a_compile_counts_the_cells_busy_on_the_cores_beside_it_and_says_so():
     assert result.compile_beside == pytest.approx(1.0, abs=0.05)
     assert result.notes.startswith("earlier note; compiled beside a mean of 1.0 other cells")
     # The timing cell counts every cell busy beside it (a build and a compile, then two
-    # compiles), never the one waiting for the GPU.
+    # compiles), never the one waiting for the GPU nor the stopped one.
     assert timing.running.timing_s == pytest.approx(4.0, abs=0.2)
     assert timing.running.timing_beside_s == pytest.approx(4.0 + 4.0, abs=0.3)
     assert result.timing_beside is None  # the compiling cell was never timed

@@ -200,8 +200,8 @@ class CellResult:
     # how crowded and how fast the host was while the cell was timed: the mean number of
     # other cells building, tracing or compiling on the same host through its timed
     # calls (as compile_beside), and the launch canary (runner.measure.timing): the
-    # host's microseconds per call of a tiny operator on the cell's device, the slower of
-    # two readings taken before and after the timed calls, inside the timed hold
+    # host's microseconds per call of a tiny operator on the cell's device, the median of
+    # readings taken through the timed calls, inside the timed hold
     timing_beside: float | None = None
     host_launch_us: float | None = None
     started_at: str | None = None

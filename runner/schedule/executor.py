@@ -930,10 +930,14 @@ def _observe_crowd(slots: list[Worker | None], since: float) -> float:
     ``CPU_BUSY`` phase, not waiting for a GPU lock) to its crowd; now, for the next call.
     Phases are those of the last poll, which is at most a loop turn old."""
     now = time.monotonic()
+    # A worker stopped while another times (--quiet-timing) loads no core meanwhile.
     active = [
         w.running
         for w in slots
-        if w is not None and w.running is not None and w.running.reported != WAITING
+        if w is not None
+        and w.running is not None
+        and w.running.reported != WAITING
+        and not w.stopped
     ]
     busy = sum(1 for running in active if running.phase in CPU_BUSY)
     for running in active:
