@@ -489,6 +489,47 @@ def test_remeasured_pairs_match_the_parquet():
     assert 0 < len(movers) <= min(10, len(passing))
 
 
+def test_remeasured_pairs_set_the_launch_canary_beside_the_speedups_moves(tmp_path):
+    """Where the new rows carry the launch canary (schema 9), remeasure_pairs.py gives its
+    spread and its rank correlation with how far each speedup moved, by eager side."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    axes = {**_headline_axes(), "batch_size": 64}
+    moved = {"timm/a": 1.0, "timm/b": 1.1, "timm/c": 1.3, "timm/d": 1.6}
+    canary = {"timm/a": 6.0, "timm/b": 7.0, "timm/c": 8.0, "timm/d": 9.0}
+    for treatment in ("autocast bf16", "autocast bf16 per call"):
+        run = RunRecord(command="zoo-run", env_id="env-a", gpu="NVIDIA H200")
+        store.start_run(run)
+        new = treatment.endswith("per call")
+        store.write_results(
+            run.run_id,
+            [
+                make_result(
+                    f"{model}-key",
+                    "pass",
+                    model_id=model,
+                    precision_treatment=treatment,
+                    speedup=moved[model] if new else 1.0,
+                    eager_ms=10.0,
+                    eager_samples_ms=[10.0, 10.1, 10.2],
+                    eager_gpu_ms=10.0,  # GPU-bound: its fastest call is its GPU time
+                    host_launch_us=canary[model] if new else None,
+                    **axes,
+                )
+                for model in moved
+            ],
+        )
+        store.finish_run(run.run_id, "finished", len(moved))
+    empty = tmp_path / "runs"
+    empty.mkdir()
+    out = _script("remeasure_pairs.py", "--runs-dir", str(empty), "--db", str(db))
+    assert "4 passing pairs' new rows carry the launch canary (`host_launch_us`): median " in out
+    assert "7.50 µs, 6.00-9.00" in out
+    assert "- GPU-bound: 1.00 (4 pairs)" in out
+    movers = re.findall(r"^\| (timm/\w) \| [^|]+ \| [^|]+ \| [^|]+ \| ([\d.]+) \|", out, re.M)
+    assert movers[0] == ("timm/d", "9.00")
+
+
 def test_run_pairs_compares_the_cells_two_runs_share():
     """benchmarks/run_pairs.py: the cells both runs recorded, and their compile seconds,
     from parquet; a prefix naming no run is a usage error (exit 2)."""
