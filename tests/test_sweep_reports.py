@@ -41,6 +41,13 @@ def _script(name: str, *args: str) -> str:
     return done.stdout
 
 
+def _script_on(db: Path, name: str, *args: str) -> str:
+    """The script's output over the database ``db`` alone (no shipped runs)."""
+    empty = db.parent / "no-runs"
+    empty.mkdir(exist_ok=True)
+    return _script(name, "--runs-dir", str(empty), "--db", str(db), *args)
+
+
 def _latest(column, field: str) -> list:
     """``field`` of the newest row of each CUDA cell of ``column``, straight from parquet."""
     rows = duckdb.sql(
@@ -352,11 +359,7 @@ def test_progress_counts_a_models_newest_row_of_a_column(tmp_path, older, newer)
         store.start_run(run)
         store.write_results(run.run_id, [make_result(key, status, batch_size=batch, **axes)])
         store.finish_run(run.run_id, "finished", 1)
-    empty = tmp_path / "runs"
-    empty.mkdir()
-    out = _script(
-        "sweep_progress.py", "--runs-dir", str(empty), "--db", str(db), "--models", "resnet50"
-    )
+    out = _script_on(db, "sweep_progress.py", "--models", "resnet50")
     row = next(line for line in out.splitlines() if line.startswith(f"| {headline.label()} |"))
     counts = dict(zip(STATUSES, (c.strip() for c in row.split("|")[4:-2]), strict=True))
     assert counts[newer] == "1" and counts[older] == "0", row
@@ -384,14 +387,9 @@ def test_progress_counts_one_gpus_rows(tmp_path):
         row = make_result(f"{env_id}-{model}", status, model_id=model, env_id=env_id, **axes)
         store.write_results(run.run_id, [row])
         store.finish_run(run.run_id, "finished", 1)
-    empty = tmp_path / "runs"
-    empty.mkdir()
 
     def counts(*extra: str) -> tuple[dict[str, str], str]:
-        out = _script(
-            "sweep_progress.py", "--runs-dir", str(empty), "--db", str(db),
-            "--models", "resnet50", *extra,
-        )  # fmt: skip
+        out = _script_on(db, "sweep_progress.py", "--models", "resnet50", *extra)
         row = next(line for line in out.splitlines() if line.startswith(f"| {headline.label()} |"))
         gpu = next(line for line in out.splitlines() if line.startswith("GPU: "))
         return dict(zip(STATUSES, (c.strip() for c in row.split("|")[4:-2]), strict=True)), gpu
@@ -435,9 +433,7 @@ def test_the_tuning_report_splits_max_autotune_cells_by_how_they_tuned(tmp_path)
         ],
     )
     store.finish_run(run.run_id, "finished", len(cells))
-    empty = tmp_path / "runs"
-    empty.mkdir()
-    out = _script("tuning_report.py", "--runs-dir", str(empty), "--db", str(db))
+    out = _script_on(db, "tuning_report.py")
     assert "max-autotune cells on cuda: 4" in out
     assert "| cold | 1 | 1 | 300.0 | 200.0 | 200 |" in out
     assert "| partner | 1 | 1 | 90.0 | 0.5 | 0 |" in out
@@ -520,9 +516,7 @@ def test_remeasured_pairs_set_the_launch_canary_beside_the_speedups_moves(tmp_pa
             ],
         )
         store.finish_run(run.run_id, "finished", len(moved))
-    empty = tmp_path / "runs"
-    empty.mkdir()
-    out = _script("remeasure_pairs.py", "--runs-dir", str(empty), "--db", str(db))
+    out = _script_on(db, "remeasure_pairs.py")
     assert "4 passing pairs' new rows carry the launch canary (`host_launch_us`): median " in out
     assert "7.50 µs, 6.00-9.00" in out
     assert "- GPU-bound: 1.00 (4 pairs)" in out
