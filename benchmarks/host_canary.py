@@ -38,7 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import timing_noise
 from timing_noise import build, capture
+
+from runner.report import rank_correlation
 
 CONDITIONS = (
     ("quiet", None),
@@ -50,7 +53,8 @@ CONDITIONS = (
 
 
 def neighbour(kind: str) -> None:
-    """Loops until killed; prints ``running`` once its work runs."""
+    """Loops until killed; prints ``running`` once its work runs. ``compile`` is this
+    script's own; the others are benchmarks/timing_noise.py's."""
     if kind == "compile":
         os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
         import torch
@@ -65,16 +69,9 @@ def neighbour(kind: str) -> None:
             )
             torch._dynamo.reset()
             torch.compile(model)(torch.randn(8, width))
-    if kind == "cpu":
-        print("running", flush=True)
-        while True:
-            pass
-    if kind == "memory":
-        source, target = bytearray(256 << 20), bytearray(256 << 20)
-        print("running", flush=True)
-        while True:
-            target[:] = source
-    raise SystemExit(f"unknown neighbour {kind}")
+    if kind not in ("cpu", "memory"):
+        raise SystemExit(f"unknown neighbour {kind}")
+    timing_noise.neighbour(kind, model_id="")  # a busy loop or memory copies
 
 
 def start_neighbours(kind: str, cores: list[int]) -> list[subprocess.Popen]:
@@ -93,19 +90,10 @@ def start_neighbours(kind: str, cores: list[int]) -> list[subprocess.Popen]:
     return procs
 
 
-def spearman(xs: list[float], ys: list[float]) -> float:
-    def ranks(values: list[float]) -> list[float]:
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0.0] * len(values)
-        for rank, index in enumerate(order):
-            out[index] = float(rank)
-        return out
-
-    rx, ry = ranks(xs), ranks(ys)
-    mx, my = statistics.fmean(rx), statistics.fmean(ry)
-    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry, strict=True))
-    var = (sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry)) ** 0.5
-    return cov / var if var else float("nan")
+def rho(xs: list[float], ys: list[float]) -> str:
+    """Their rank correlation (``runner.report.rank_correlation``), "-" below 3 pairs."""
+    value = rank_correlation(xs, ys)
+    return "-" if value is None else f"{value:.2f}"
 
 
 def spread(values: list[float]) -> str:
@@ -215,16 +203,16 @@ def main() -> int:
         canary = [r[2] for r in mine]
         print(
             f"over all {len(mine)} rounds, rank correlation of the canary with eager "
-            f"{spearman(canary, [r[3] for r in mine]):.2f}, with graph "
-            f"{spearman(canary, [r[4] for r in mine]):.2f}"
+            f"{rho(canary, [r[3] for r in mine])}, with graph "
+            f"{rho(canary, [r[4] for r in mine])}"
         )
         for name, _ in conditions:
             these = [row for row in mine if row[1] == name]
             if len(these) > 2:
                 print(
                     f"  within {name}: with eager "
-                    f"{spearman([r[2] for r in these], [r[3] for r in these]):.2f}, with graph "
-                    f"{spearman([r[2] for r in these], [r[4] for r in these]):.2f}"
+                    f"{rho([r[2] for r in these], [r[3] for r in these])}, with graph "
+                    f"{rho([r[2] for r in these], [r[4] for r in these])}"
                 )
     return 0
 

@@ -37,7 +37,7 @@ from runner.matrix.labels import (  # noqa: E402
     LAUNCH_BOUND_RATIO,
     is_launch_bound,
 )
-from runner.report import geomean  # noqa: E402
+from runner.report import geomean, rank_correlation  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 
 TOP = 10
@@ -127,23 +127,6 @@ def bound(p: dict) -> str:
     of its GPU busy time or more), GPU-bound, or no profile."""
     launch = is_launch_bound(p["old_eager_fastest_ms"], p["old_eager_gpu_ms"])
     return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
-
-
-def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
-    """Spearman's rho (ties ranked by order); None below 3 pairs."""
-    if len(xs) < 3:
-        return None
-
-    def ranks(values: list[float]) -> list[int]:
-        order = sorted(range(len(values)), key=values.__getitem__)
-        out = [0] * len(values)
-        for rank, index in enumerate(order):
-            out[index] = rank
-        return out
-
-    rx, ry = ranks(xs), ranks(ys)
-    n = len(xs)
-    return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry, strict=True)) / (n * (n * n - 1))
 
 
 def _canary(p: dict) -> str:

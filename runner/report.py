@@ -122,6 +122,23 @@ def geomean(values: Iterable[float]) -> float | None:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
+def rank_correlation(xs: list[float], ys: list[float]) -> float | None:
+    """Spearman's rho of paired values (ties ranked by their order); None below 3 pairs."""
+    if len(xs) < 3:
+        return None
+
+    def ranks(values: list[float]) -> list[int]:
+        order = sorted(range(len(values)), key=values.__getitem__)
+        out = [0] * len(values)
+        for rank, index in enumerate(order):
+            out[index] = rank
+        return out
+
+    rx, ry = ranks(xs), ranks(ys)
+    n = len(xs)
+    return 1 - 6 * sum((a - b) ** 2 for a, b in zip(rx, ry, strict=True)) / (n * (n * n - 1))
+
+
 def summary_key(device: str, config) -> tuple:
     """A summary row's key: the device and a config's axes (``CellConfig`` or a result)."""
     return (device, config.backend, config.mode, config.dynamic, config.precision, config.step)
