@@ -26,17 +26,18 @@ from benchmarks import shipped  # noqa: E402
 from runner.report import geomean  # noqa: E402
 from zoo.errors import UsageError  # noqa: E402
 
-# Each run's fields of a cell, in the order the table shows them; ``{t}``: the run's
-# results table.
+# Each run's fields of a cell, in the order the table shows them, with the digits each
+# is shown with (None: as it is); ``{t}``: the run's results table.
 FIELDS = (
-    "{t}.status",
-    "{t}.compile_s",
-    "{t}.compile_beside",
-    "{t}.speedup",
-    "{t}.gpu_speedup",
-    "greatest({t}.timing_disturbance, 0)",
-    "{t}.host_launch_us",
+    ("{t}.status", None),
+    ("{t}.compile_s", 1),
+    ("{t}.compile_beside", 1),
+    ("{t}.speedup", 2),
+    ("{t}.gpu_speedup", 2),
+    ("greatest({t}.timing_disturbance, 0)", 2),
+    ("{t}.host_launch_us", 2),
 )
+STATUS, COMPILE_S, SPEEDUP, GPU_SPEEDUP, CANARY = 0, 1, 3, 4, 6
 
 
 def _run(con, prefix: str) -> tuple[str, str, str]:
@@ -76,7 +77,7 @@ def main() -> int:
         print(f"run_pairs.py: {error}", file=sys.stderr)
         return 2
     (a, _, _), (b, _, _) = runs
-    side = {t: ", ".join(field.format(t=t) for field in FIELDS) for t in "xy"}
+    side = {t: ", ".join(field.format(t=t) for field, _ in FIELDS) for t in "xy"}
     rows = con.execute(
         f"SELECT x.model_id, {side['x']}, {side['y']} "
         "FROM results x JOIN results y USING (cell_key) "
@@ -102,26 +103,28 @@ def main() -> int:
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     n = len(FIELDS)
-    digits = (None, 1, 1, 2, 2, 2, 2)
-    for r in rows:
-        name = " ".join(str(r[0]).split()).replace("|", "\\|")
+    # (model, run A's fields, run B's fields) of each cell
+    pairs = [(r[0], r[1 : 1 + n], r[1 + n :]) for r in rows]
+    for model, a, b in pairs:
+        name = " ".join(str(model).split()).replace("|", "\\|")
         cells = [
-            f"{r[1 + i]} / {r[1 + n + i]}"
-            if digits[i] is None
-            else f"{_num(r[1 + i], digits[i])} / {_num(r[1 + n + i], digits[i])}"
-            for i in range(n)
+            f"{x} / {y}" if digits is None else f"{_num(x, digits)} / {_num(y, digits)}"
+            for (_, digits), x, y in zip(FIELDS, a, b, strict=True)
         ]
         print(f"| {name} | {' | '.join(cells)} |")
+
+    def ratio(which: list, i: int) -> str:
+        return _ratio([(a[i], b[i]) for _, a, b in which])
+
+    both = [(m, a, b) for m, a, b in pairs if a[STATUS] == b[STATUS] == "pass"]
     print("\nB over A:\n")
-    a_, b_ = (lambda r, i: r[1 + i]), (lambda r, i: r[1 + n + i])
-    print(f"- compile time: {_ratio([(a_(r, 1), b_(r, 1)) for r in rows])}")
-    both = [r for r in rows if a_(r, 0) == b_(r, 0) == "pass"]
-    print(f"- wall-clock speedup: {_ratio([(a_(r, 3), b_(r, 3)) for r in both])}")
-    print(f"- GPU-time speedup: {_ratio([(a_(r, 4), b_(r, 4)) for r in both])}")
-    print(f"- launch canary: {_ratio([(a_(r, 6), b_(r, 6)) for r in both])}")
+    print(f"- compile time: {ratio(pairs, COMPILE_S)}")
+    print(f"- wall-clock speedup: {ratio(both, SPEEDUP)}")
+    print(f"- GPU-time speedup: {ratio(both, GPU_SPEEDUP)}")
+    print(f"- launch canary: {ratio(both, CANARY)}")
     print(
-        f"- compile seconds in all: {sum(a_(r, 1) or 0 for r in rows):.0f} (A), "
-        f"{sum(b_(r, 1) or 0 for r in rows):.0f} (B)"
+        f"- compile seconds in all: {sum(a[COMPILE_S] or 0 for _, a, _ in pairs):.0f} (A), "
+        f"{sum(b[COMPILE_S] or 0 for _, _, b in pairs):.0f} (B)"
     )
     return 0
 

@@ -348,9 +348,9 @@ def first_in_columns(plan: Plan, keys: Collection[str]) -> Plan:
     stretches = itertools.groupby(plan.cells, key=lambda cell: tuning.shared_column(cell.config))
     for _, stretch in stretches:
         models = [list(cells) for _, cells in itertools.groupby(stretch, key=lambda c: c.spec.id)]
-        ahead = [cells for cells in models if any(cell.key in keys for cell in cells)]
-        behind = [cells for cells in models if not any(cell.key in keys for cell in cells)]
-        ordered.extend(cell for cells in ahead + behind for cell in cells)
+        # A stable sort: the models with a cell in ``keys`` first, each side in its order.
+        models.sort(key=lambda cells: not any(cell.key in keys for cell in cells))
+        ordered.extend(cell for cells in models for cell in cells)
     return replace(plan, cells=ordered)
 
 
