@@ -6,7 +6,8 @@ Reads the shipped parquet (or a database) and the catalogue; builds nothing:
     python benchmarks/sweep_progress.py --models @headline --configs @headline --label zoo-headline
     python benchmarks/sweep_progress.py --models @core --configs @core --label zoo-core
 
-prints markdown tables for data/runs/README.md. A config's cells on CUDA (one GPU's:
+prints markdown tables for data/runs/README.md (``--readme data/runs/README.md`` puts
+them there in place of the same selection's tables). A config's cells on CUDA (one GPU's:
 ``--gpu``, by default the one with the most) count for the selection's models whichever
 run recorded them (the GPU-time checks recorded some of
 the headline column's); the chunk table lists the runs of the sweep's label.
@@ -28,6 +29,8 @@ more (their own cells' walls and GPU-alone seconds), against the minutes the chu
 
 from __future__ import annotations
 
+import contextlib
+import io
 import statistics
 import sys
 from collections import Counter, defaultdict
@@ -57,7 +60,62 @@ def main() -> int:
     parser.add_argument("--models", default="@headline")
     parser.add_argument("--configs", default="@headline", help="a named set of columns")
     parser.add_argument("--label", default="zoo-headline", help="the sweep's run label")
+    parser.add_argument(
+        "--readme",
+        type=Path,
+        default=None,
+        help="write the tables into this markdown file, in place of the block of the same "
+        "configs (from its 'Columns of' line through its hindcast line)",
+    )
     args = parser.parse_args()
+    if args.readme is None:
+        return report(args)
+    try:
+        text = args.readme.read_text()
+    except OSError as exc:
+        print(f"error: cannot read --readme {args.readme}: {exc.strerror}", file=sys.stderr)
+        return 2
+    tables = io.StringIO()
+    with contextlib.redirect_stdout(tables):
+        status = report(args)
+    try:
+        updated = replace_block(text, args.configs, tables.getvalue())
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    args.readme.write_text(updated)
+    print(f"updated the {args.configs} tables in {args.readme}")
+    return status
+
+
+def replace_block(text: str, configs: str, tables: str) -> str:
+    """``text`` with its block of ``configs``' tables (from the line that starts
+    'Columns of CONFIGS (on CUDA)' through the next hindcast line) replaced by
+    ``tables``; ValueError where ``text`` has no such block."""
+    lines = text.splitlines(keepends=True)
+    start = next(
+        (i for i, line in enumerate(lines) if line.startswith(f"Columns of {configs} (on CUDA)")),
+        None,
+    )
+    end = None
+    if start is not None:
+        for i in range(start + 1, len(lines)):
+            if lines[i].startswith("Columns of "):
+                break
+            if lines[i].startswith(("Hindcast:", "No finished ")):
+                end = i
+                break
+    if start is None or end is None:
+        raise ValueError(
+            f"no block of {configs}'s tables (a line 'Columns of {configs} (on CUDA)' "
+            "through a 'Hindcast:' line) to replace; paste the tables in once by hand"
+        )
+    block = tables.strip("\n") + "\n"
+    return "".join(lines[:start]) + block + "".join(lines[end + 1 :])
+
+
+def report(args) -> int:
+    """Print the progress tables of ``args``' selection and configs."""
     specs = select([args.models])
     planned = Counter(spec.suite for spec in specs)
     suite_of = {spec.id: spec.suite for spec in specs}
@@ -120,6 +178,8 @@ def main() -> int:
     _print_left(left, walls, parallel, source)
     if parallel is not None:
         _print_hindcast(con, source, parallel)
+    else:
+        print(f"\nNo finished {args.label} chunk with cells to check the rule on.")
     return 0
 
 

@@ -548,3 +548,38 @@ def test_run_pairs_compares_the_cells_two_runs_share():
         timeout=300,
     )
     assert done.returncode == 2 and "no run with an id starting 'zzzz'" in done.stderr
+
+
+def test_progress_writes_its_tables_in_place_of_the_same_configs_block(tmp_path):
+    """--readme replaces the block of the configs' tables (from its 'Columns of' line
+    through its hindcast line) and keeps the text around it and other configs' blocks;
+    a file without such a block is an error that leaves the file as it was."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    run = RunRecord(command="zoo-run", env_id="env-a", label="zoo-headline")
+    store.start_run(run)
+    axes = {**_headline_axes(), "model_id": "timm/resnet50"}
+    store.write_results(run.run_id, [make_result("one", "pass", **axes)])
+    store.finish_run(run.run_id, "finished", 1)
+    readme = tmp_path / "README.md"
+    before = "# Runs\n\nIntro.\n\n"
+    core = "Columns of @core (on CUDA), selection @core:\n\nold core\n\nHindcast: core.\n"
+    after = "\nAfter the tables.\n"
+    stale = "Columns of @headline (on CUDA), selection @headline:\n\nold\n\nHindcast: old.\n"
+    readme.write_text(before + stale + "\n" + core + after)
+    empty = tmp_path / "no-runs"
+    empty.mkdir()
+    args = ["--runs-dir", str(empty), "--db", str(db), "--models", "resnet50"]
+    command = [sys.executable, str(ROOT / "benchmarks" / "sweep_progress.py"), *args]
+    subprocess.run([*command, "--readme", str(readme)], check=True, capture_output=True)
+    tables = _script_on(db, "sweep_progress.py", "--models", "resnet50")
+    assert tables.startswith("Columns of @headline (on CUDA), selection resnet50:")
+    assert readme.read_text() == before + tables.strip("\n") + "\n\n" + core + after
+
+    readme.write_text(before + after)
+    done = subprocess.run(
+        [*command, "--readme", str(readme)], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert "no block of @headline's tables" in done.stderr
+    assert readme.read_text() == before + after
