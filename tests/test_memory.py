@@ -14,7 +14,13 @@ from runner.cli.run import _with_expected_memory
 from runner.matrix.cells import Cell, CellConfig
 from runner.plan import Plan
 from runner.schedule.executor import Executor, _ListFeed
-from runner.schedule.memory import EXPECTED_GIB, Deferring, MemoryBudget, expected_gib
+from runner.schedule.memory import (
+    EXPECTED_GIB,
+    Deferring,
+    MemoryBudget,
+    expected_gib,
+    spread_by_need,
+)
 from runner.schedule.usage import Usage
 from runner.store.db import Store
 from runner.store.schema import RunRecord
@@ -261,3 +267,74 @@ def test_a_crowded_retry_shares_the_gpu_at_once_and_its_second_runs_alone(tmp_pa
     assert by_key[slow.key].status == by_key[later.key].status == "pass"
     assert by_key[oom.key].status == "oom"
     assert by_key[oom.key].notes.count("an attempt at batch 8 ended oom") == 2
+
+
+def test_large_cells_are_spread_by_need_and_never_moved_earlier():
+    """Cells above a worker's share and the mean need wait until the cells placed before
+    leave room for their excess over the mean; none moves earlier, the rest keep their
+    order."""
+    large = [replace(_cell("SlowMLP", gib=40.0), batch_size=b) for b in (1, 2)]
+    small = [replace(_cell("TinyMLP", gib=8.0), batch_size=b) for b in range(1, 7)]
+    # A mean of 16 GiB: each small cell leaves 8 of room, each large one takes 24.
+    spread = [*small[:3], large[0], *small[3:], large[1]]
+    assert spread_by_need([*large, *small], share_gib=10.0) == spread
+    assert spread_by_need(spread, share_gib=10.0) == spread  # far enough apart already
+    mixed = [small[0], large[0], *small[1:4], large[1], *small[4:]]
+    assert spread_by_need(mixed, share_gib=10.0) == spread
+    # Held cells with no room before the end come last, in order (a mean of 32).
+    wide = replace(small[0], extra={EXPECTED_GIB: 16.0})
+    assert spread_by_need([*large, wide], share_gib=10.0) == [wide, *large]
+    # A cell within a worker's share is not held, whatever the mean.
+    assert spread_by_need([*large, *small], share_gib=40.0) == [*large, *small]
+    # Nothing moves without a share (a CPU run) or with fewer than two needs known.
+    assert spread_by_need([*large, *small], None) == [*large, *small]
+    unknown = [_cell("CoreRecorder"), large[0], _cell("CoreRecorder", "aot_eager")]
+    assert spread_by_need(unknown, share_gib=1.0) == unknown
+    # A need not recorded counts as the median of those recorded (8 here).
+    bare = [replace(_cell("CoreRecorder"), batch_size=b) for b in (1, 2, 3)]
+    assert spread_by_need([*large, *bare, *small[3:]], share_gib=10.0) == [
+        *bare, large[0], *small[3:], large[1]
+    ]  # fmt: skip
+
+
+def test_a_workers_share_of_its_gpu():
+    budget = MemoryBudget(100.0)  # 90 to fill
+    assert budget.share_gib(workers=9, gpus=1) == 10.0
+    assert budget.share_gib(workers=9, gpus=3) == 30.0
+    assert budget.share_gib(workers=10, gpus=3) == 22.5  # four on the busiest
+    assert budget.share_gib(workers=3, gpus=0) == 30.0
+    assert MemoryBudget(None).share_gib(workers=3, gpus=1) is None
+
+
+def test_a_run_spreads_its_large_cells_so_others_run_beside_them(tmp_path, monkeypatch):
+    """Real workers, two large cells planned back to back on a 10 GiB device (3 GiB a
+    worker's share): each is put after a small one, and the small ones run beside the
+    first. Planned in order, the second would wait first in line (at once here, where
+    cells wait no time before room is kept for them) and hold the small ones back
+    until the first ended."""
+    import runner.schedule.memory as memory
+
+    monkeypatch.setattr(memory, "RESERVE_AFTER_S", 0.0)
+    big = [_cell("SlowMLP", "eager", 6.0), _cell("SlowMLP", "aot_eager", 6.0)]
+    small = [_cell("TinyMLP", "eager", 1.0), _cell("TinyMLP", "aot_eager", 1.0)]
+    spans = _spans(tmp_path / "spread", [*big, *small], memory_gib=10.0)
+    assert all(_overlap(spans[big[0].key], spans[cell.key]) for cell in small)
+    assert not _overlap(spans[big[0].key], spans[big[1].key])
+
+
+def test_a_cluster_spreads_large_cells_by_its_smallest_share():
+    """The Ray driver hands cells out in order, so it spreads them by the smallest
+    worker's share among its nodes with GPUs; CPU nodes (or GPUs of unknown memory)
+    give none."""
+    from runner.cluster.executor import NodeStats, _Node, smallest_share
+
+    def node(name: str, gpus: int, memory_gb: float | None, workers: int = 14) -> _Node:
+        info = {"env": {"gpu_memory_gb": memory_gb}, "default_workers": workers}
+        return _Node(name, name, None, info, NodeStats(name, name, gpus))
+
+    h200, h100s = node("a", 1, 100.0), node("b", 8, 80.0, workers=16)
+    assert smallest_share([h200, h100s], None) == pytest.approx(90.0 / 14)
+    assert smallest_share([h200, h100s], 4) == pytest.approx(22.5)  # 90 over 4
+    assert smallest_share([h100s, node("c", 0, None)], None) == pytest.approx(36.0)
+    assert smallest_share([node("c", 0, None), node("d", 1, None)], None) is None
+    assert smallest_share([], None) is None

@@ -583,3 +583,63 @@ def test_progress_writes_its_tables_in_place_of_the_same_configs_block(tmp_path)
     assert done.returncode == 2
     assert "no block of @headline's tables" in done.stderr
     assert readme.read_text() == before + after
+
+
+def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path):
+    """benchmarks/memory_order.py replays the executor's memory rule over recorded walls
+    and peaks. Three models of 76 GiB (one at a time on a 100 GiB GPU, 90 filled) listed
+    before twelve of 3.5 GiB, four workers, walls of 100 and 50 s: in the planned order
+    the two large ones waiting hold the small ones back once they have waited a minute,
+    and 8 cells end by 200 s; spread (each after four small ones), 13 do."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    large = [f"timm/aimv2_1b_patch14_{px}" for px in (224, 336, 448)]
+    small = [
+        f"timm/{name}"
+        for name in [
+            "resnet10t",
+            "resnet14t",
+            "resnet18",
+            "resnet18d",
+            "resnet26",
+            "resnet26d",
+            "resnet26t",
+            "resnet32ts",
+            "resnet33ts",
+            "resnet34",
+            "resnet34d",
+            "resnet50",
+        ]
+    ]
+    run = RunRecord(command="zoo-run", env_id="env-a", label="zoo-headline")
+    store.start_run(run)
+    rows = [
+        make_result(
+            model,
+            "pass",
+            **{
+                **_headline_axes(),
+                "model_id": model,
+                "family": model.split("/")[1].split("_")[0],
+                "eager_peak_reserved_mb": 61_440 if model in large else 2_048,
+                "wall_s": 100.0 if model in large else 50.0,
+                "gpu_timing_s": 0.0,
+                "gpu_tuning_s": 0.0,
+            },
+        )
+        for model in large + small
+    ]
+    store.write_results(run.run_id, rows)
+    store.finish_run(run.run_id, "finished", len(rows))
+    models = ",".join(m.split("/")[1] for m in large + small)
+    out = _script_on(
+        db, "memory_order.py", "--models", models, "--workers", "4", "--gpu-gib", "100",
+        "--seconds", "200",
+    )  # fmt: skip
+    table = {
+        line.split("|")[2].strip(): [c.strip() for c in line.split("|")[3:-1]]
+        for line in out.splitlines()
+        if line.startswith("| 100.0 |")
+    }
+    assert table["planned"][0] == "8" and table["planned"][2] == "0"
+    assert table["spread by need"][0] == "13" and table["spread by need"][2] == "3"

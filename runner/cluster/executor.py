@@ -35,6 +35,7 @@ from runner.matrix.cells import Cell
 from runner.matrix.clock import utc_now_iso
 from runner.matrix.fingerprint import FIELDS
 from runner.matrix.results import CRASH, CellResult
+from runner.schedule.memory import MemoryBudget, spread_by_need
 from runner.schedule.usage import Usage
 from zoo.errors import NodesLost, UsageError, interruption, raise_terminated
 
@@ -100,6 +101,21 @@ class _Node:
     poll_ref: Any = None
     done: bool = False
     silent_since: float | None = None
+
+
+def smallest_share(nodes: Iterable[_Node], workers: int | None) -> float | None:
+    """The smallest worker's share of its GPU's memory among ``nodes`` with GPUs
+    (``workers`` each, else each node's default), or None where none has a GPU of
+    known memory: the driver hands cells out in order, so it spreads them by it
+    (``runner.schedule.memory.spread_by_need``)."""
+    shares = [
+        MemoryBudget(node.info["env"].get("gpu_memory_gb")).share_gib(
+            workers or node.info["default_workers"], node.stats.gpus
+        )
+        for node in nodes
+        if node.stats.gpus
+    ]
+    return min((share for share in shares if share is not None), default=None)
 
 
 def _ray():
@@ -336,9 +352,11 @@ class RayExecutor:
         in flight dropped), ``NodesLost`` when every node died with cells left."""
         ray = self.cluster.ray
         self._deadline = deadline
-        pending = deque(cells)
-        losses: dict[str, list[str]] = {}
         live = list(self.cluster.nodes)
+        # Handed out in order, so spread here: each node's own executor is fed.
+        share = smallest_share(live, self.placement.get("workers"))
+        pending = deque(spread_by_need(list(cells), share))
+        losses: dict[str, list[str]] = {}
         stop_after = None if deadline is None else max(0.0, deadline - time.monotonic())
         placement = {**self.placement, "stop_after_s": stop_after}
         in_main = _in_main_thread()

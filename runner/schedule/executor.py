@@ -43,7 +43,7 @@ from runner.measure import tuning
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import AUTO_THREADS, COMPILE_THREADS_ENV, split_cpus
-from runner.schedule.memory import Deferring, MemoryBudget
+from runner.schedule.memory import Deferring, MemoryBudget, spread_by_need
 from runner.schedule.worker import partial_path
 from runner.triage import (
     RECORDED,
@@ -504,8 +504,11 @@ class Executor:
         ``stop()``, after killing every worker; the cells that were running then get no
         result.
         """
-        feed = Deferring(cells if isinstance(cells, CellFeed) else _ListFeed(cells))
         self.memory = MemoryBudget(self.memory_gib)
+        if not isinstance(cells, CellFeed):
+            share = self.memory.share_gib(self.workers, len(self.gpus))
+            cells = _ListFeed(spread_by_need(list(cells), share))
+        feed = Deferring(cells)
         run_started = time.monotonic()
         self._outlasted_at = None
         if deadline is not None:

@@ -16,6 +16,10 @@ first cells start as before). A cell that does not fit waits, first in line, whi
 start; once it has waited a minute they start only where they leave it room. It starts
 once its GPU has room for it, and always on an idle GPU.
 
+Cells that take more than a worker's share are spread through a run's list
+(``spread_by_need``): listed together, each would wait for the ones before while the
+other workers stood idle.
+
 A crowded retry (a cell that ran out of memory beside other processes holding most of
 the device's) shares its GPU the first time (``SHARED_CROWDED_RETRIES``): it is expected
 to take at least ``CROWDED_ROOM_SHARE`` of what the GPU fills, and only cells whose
@@ -27,6 +31,7 @@ rows were priced at about 25 minutes one after another (about 70 s each).
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections import deque
@@ -61,6 +66,56 @@ CROWDED_ROOM_SHARE = 0.3
 SHARED_CROWDED_RETRIES = 1
 
 
+def spread_by_need(cells: list[Cell], share_gib: float | None) -> list[Cell]:
+    """``cells`` in an order whose memory comes evenly, none moved earlier than planned.
+
+    ``share_gib`` is a worker's even share of its GPU (what the GPU is filled to over
+    the workers on it). A cell expected to take more than that, and more than the
+    cells' mean need, is held back until the GiB the cells placed before it are
+    expected to take, less the mean need per cell placed, leaves room for its excess
+    over the mean; the others keep their order, and so do the held ones among
+    themselves. So no stretch of the list asks for much more than the mean, and the
+    cells under way at once take about as much as the average mix. Held cells left at
+    the end come last. A need not recorded counts as the median of those recorded
+    (what the run will expect of it until its first cells end). Without a share (CPU
+    runs, a GPU of unknown memory) nothing moves.
+
+    Why: the catalogue's order puts families together, and a family of large models
+    back to back makes each wait for the ones before (``Deferring``), holding every
+    other worker idle once it has waited ``RESERVE_AFTER_S``. An H100 chunk of the
+    headline column (run 0697dd20, 14 workers, a card with no rows of its own yet)
+    began with timm's 12 aimv2 models, expected to take 10-72 GiB each of the 72 it
+    fills, and recorded 8 of them, one or two at a time, in its 505 s."""
+    if share_gib is None:
+        return list(cells)
+    known = [float(c.extra[EXPECTED_GIB]) for c in cells if c.extra.get(EXPECTED_GIB) is not None]
+    if len(known) < 2:
+        return list(cells)
+    default = statistics.median(known)
+    needs = {
+        id(c): float(c.extra[EXPECTED_GIB]) if c.extra.get(EXPECTED_GIB) is not None else default
+        for c in cells
+    }
+    mean = statistics.fmean(needs.values())
+    floor = max(mean, share_gib)
+    spread: list[Cell] = []
+    held: deque[Cell] = deque()
+    # The mean need per cell placed, less what the placed cells are expected to take.
+    room = 0.0
+    for cell in cells:
+        if needs[id(cell)] > floor:
+            held.append(cell)
+        else:
+            spread.append(cell)
+            room += mean - needs[id(cell)]
+        while held and room >= needs[id(held[0])] - mean:
+            large = held.popleft()
+            spread.append(large)
+            room += mean - needs[id(large)]
+    spread.extend(held)
+    return spread
+
+
 def expected_gib(peak_reserved_mb: float) -> float:
     """What a cell whose model peaked at ``peak_reserved_mb`` is expected to take."""
     return peak_reserved_mb / 1024 * PEAK_MARGIN + CONTEXT_GIB
@@ -91,6 +146,14 @@ class MemoryBudget:
     @property
     def limit_gib(self) -> float | None:
         return None if self.capacity_gib is None else self.capacity_gib * self.share
+
+    def share_gib(self, workers: int, gpus: int) -> float | None:
+        """A worker's even share of its GPU's memory, ``workers`` spread over ``gpus``
+        (none: one host's CPU); None without a capacity (``spread_by_need``)."""
+        limit = self.limit_gib
+        if limit is None:
+            return None
+        return limit / math.ceil(workers / max(gpus, 1))
 
     def alone(self, cell: Cell) -> bool:
         """Whether ``cell`` is a crowded retry that runs alone on its GPU: a later one
@@ -142,10 +205,18 @@ class Deferring:
     """A feed whose cells may be put back in front, in their order: cells taken that did
     not fit their GPU's memory then."""
 
-    def __init__(self, feed, reserve_after_s: float = RESERVE_AFTER_S) -> None:
+    def __init__(
+        self,
+        feed,
+        reserve_after_s: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``clock``: seconds, for how long a cell has waited (a replay of the rule over
+        recorded cells passes its own: ``benchmarks/memory_order.py``)."""
         self.feed = feed
         self.back: deque[Cell] = deque()
-        self.reserve_after_s = reserve_after_s
+        self.reserve_after_s = RESERVE_AFTER_S if reserve_after_s is None else reserve_after_s
+        self.clock = clock
         # The cells passed over for want of memory, by key: when first.
         self.first_passed: dict[str, float] = {}
 
@@ -181,7 +252,7 @@ class Deferring:
         passed: list[Cell] = []
         first: Cell | None = None
         found = None
-        now = time.monotonic()
+        now = self.clock()
         waiting = 0
         while len(passed) - waiting <= LOOKAHEAD and waiting <= WAITING_LOOKAHEAD:
             cell = self.take()
