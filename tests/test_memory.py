@@ -284,6 +284,14 @@ def test_large_cells_are_spread_by_need_and_never_moved_earlier():
     # Held cells with no room before the end come last, in order (a mean of 32).
     wide = replace(small[0], extra={EXPECTED_GIB: 16.0})
     assert spread_by_need([*large, wide], share_gib=10.0) == [wide, *large]
+    # Room saved up by many small cells lets one large cell through, not two at once
+    # (4 and 40 GiB: a mean of 8.5, each small cell leaves 4.5 of room, a large takes
+    # 31.5; fourteen small ones save 63, kept to 31.5).
+    tiny = [replace(small[0], batch_size=b, extra={EXPECTED_GIB: 4.0}) for b in range(21)]
+    three = [*large, replace(large[0], batch_size=3)]
+    assert spread_by_need([*tiny[:14], *three[:2], *tiny[14:], three[2]], 10.0) == [
+        *tiny[:14], three[0], *tiny[14:], three[1], three[2]
+    ]  # fmt: skip
     # A cell within a worker's share is not held, whatever the mean.
     assert spread_by_need([*large, *small], share_gib=40.0) == [*large, *small]
     # Nothing moves without a share (a CPU run) or with fewer than two needs known.

@@ -73,8 +73,8 @@ def spread_by_need(cells: list[Cell], share_gib: float | None) -> list[Cell]:
     the workers on it). A cell expected to take more than that, and more than the
     cells' mean need, is held back until the GiB the cells placed before it are
     expected to take, less the mean need per cell placed, leaves room for its excess
-    over the mean; the others keep their order, and so do the held ones among
-    themselves. So no stretch of the list asks for much more than the mean, and the
+    over the mean (room saved up is kept to the largest such excess); the others keep
+    their order, and so do the held ones among themselves. So no stretch of the list asks for much more than the mean, and the
     cells under way at once take about as much as the average mix. Held cells left at
     the end come last. A need not recorded counts as the median of those recorded
     (what the run will expect of it until its first cells end). Without a share (CPU
@@ -98,6 +98,9 @@ def spread_by_need(cells: list[Cell], share_gib: float | None) -> list[Cell]:
     }
     mean = statistics.fmean(needs.values())
     floor = max(mean, share_gib)
+    # Room saved up by a long stretch of small cells lets one large cell through, not a
+    # family of them back to back: it is kept to the largest excess over the mean.
+    most = max(needs.values()) - mean
     spread: list[Cell] = []
     held: deque[Cell] = deque()
     # The mean need per cell placed, less what the placed cells are expected to take.
@@ -107,7 +110,7 @@ def spread_by_need(cells: list[Cell], share_gib: float | None) -> list[Cell]:
             held.append(cell)
         else:
             spread.append(cell)
-            room += mean - needs[id(cell)]
+            room = min(room + mean - needs[id(cell)], most)
         while held and room >= needs[id(held[0])] - mean:
             large = held.popleft()
             spread.append(large)
