@@ -180,3 +180,22 @@ def test_a_resident_chunk_outlives_its_first_call_and_wraps_up_on_the_last(tmp_p
         f"SELECT label, cells_recorded FROM read_parquet('{run_folder}/runs.parquet')"
     ).fetchall()
     assert label == "resident" and 1 <= cells < 5
+    # Fetched here, benchmarks/land_chunk.sh lands the run and the chunk's log once.
+    here = tmp_path / "checkout"
+    (here / "runs").mkdir(parents=True)
+    land = ["bash", str(ROOT / "benchmarks" / "land_chunk.sh"), str(last), "headline"]
+    land_env = {**env, "RUNS_DIR": "runs", "LOGS_DIR": "logs", "SHIPPED_DOCS": "0"}
+    landed = subprocess.run(land, cwd=here, env=land_env, capture_output=True, text=True)
+    assert landed.returncode == 0, landed.stderr
+    assert (here / "runs" / run_folder.name / "results.parquet").is_file()
+    (kept,) = (here / "logs").iterdir()
+    assert kept.name == f"headline-{run_folder.name[:8]}.log"
+    assert "wrapped up on SIGUSR1" in kept.read_text()
+    again = subprocess.run(land, cwd=here, env=land_env, capture_output=True, text=True)
+    assert "is there already: left as it is" in again.stdout
+    assert "no new run to land" in again.stdout
+    missing = subprocess.run(
+        [*land[:2], str(tmp_path / "nowhere"), "headline"], cwd=here, env=land_env,
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert missing.returncode == 2 and "has no runs.tgz" in missing.stderr
