@@ -14,8 +14,9 @@ each starts, on a replayed clock, ``--workers`` at a time. Each cell ends with t
 seconds it held the GPU alone (its recorded timing and tuning holds, else the median
 of those), which wait for the timing lock, one cell at a time. What it leaves out:
 out-of-memory retries, and how a cell's wall stretches or shrinks with what runs beside
-it (the recorded walls are those of crowded chunks, their waits for the lock in them). The first rows, on one H100, say how far it can be
-trusted: the H100 chunk it replays (run 0697dd20) ended 8 cells in its 505 s.
+it (the recorded walls are those of crowded chunks, their waits for the lock in them).
+Its H100 rows say how far it can be trusted: the H100 chunk they replay (run 0697dd20)
+ended 8 cells in its 505 s.
 """
 
 from __future__ import annotations
