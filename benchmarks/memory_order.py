@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import shipped  # noqa: E402
 from runner.matrix import columns  # noqa: E402
 from runner.matrix.cells import Cell  # noqa: E402
+from runner.schedule.executor import _ListFeed  # noqa: E402
 from runner.schedule.memory import (  # noqa: E402
     EXPECTED_GIB,
     Deferring,
@@ -44,35 +45,23 @@ from runner.schedule.memory import (  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
 
-class _Feed:
-    def __init__(self, cells: list[Cell]) -> None:
-        self.cells = list(reversed(cells))
-
-    def take(self) -> Cell | None:
-        return self.cells.pop() if self.cells else None
-
-    def exhausted(self) -> bool:
-        return not self.cells
-
-
 def replay(
     cells: list[Cell],
     seconds: dict[str, tuple[float, float]],
     gib: float,
     workers: int,
-    until: float,
-) -> tuple[int, float]:
-    """The cells ended by ``until`` seconds, and when the last ended (or ``until``).
-    ``seconds``: each cell's wall, and the part of it that held the GPU alone (the
-    timing lock, one cell at a time, first come first served), taken last."""
+) -> list[float]:
+    """When each cell ended, in order, on the replayed clock. ``seconds``: each cell's
+    wall, and the part of it that held the GPU alone (the timing lock, one cell at a
+    time, first come first served), taken last."""
     now = [0.0]
     budget = MemoryBudget(gib)
-    feed = Deferring(_Feed(cells), clock=lambda: now[0])
+    feed = Deferring(_ListFeed(cells), clock=lambda: now[0])
     # (when, order, cell, what happens then: "lock" asks for the lock, "end" ends).
     events: list[tuple[float, int, Cell, str]] = []
     running: list[Cell] = []
     lock_free_at = 0.0
-    ended = 0
+    ended: list[float] = []
     order = 0
     while True:
         while len(running) < workers:
@@ -87,10 +76,8 @@ def replay(
             order += 1
             heapq.heappush(events, (now[0] + max(wall - alone, 0.0), order, cell, "lock"))
         if not events:
-            return ended, now[0]
+            return ended
         when, _, cell, what = heapq.heappop(events)
-        if when > until:
-            return ended, until
         now[0] = when
         if what == "lock":
             # Held from when the lock frees: the cells before it in line go first.
@@ -100,7 +87,7 @@ def replay(
             heapq.heappush(events, (lock_free_at, order, cell, "end"))
             continue
         running.remove(cell)
-        ended += 1
+        ended.append(when)
         budget.learn(
             SimpleNamespace(
                 eager_peak_reserved_mb=cell.extra.get("peak_mb"),
@@ -171,12 +158,13 @@ def main() -> int:
         position = {id(cell): i for i, cell in enumerate(spread)}
         moved = sum(1 for i, cell in enumerate(cells) if position[id(cell)] > i)
         for name, order, count in (("planned", cells, 0), ("spread by need", spread, moved)):
-            ended = [replay(order, seconds, gib, args.workers, m)[0] for m in marks]
-            _, last = replay(order, seconds, gib, args.workers, float("inf"))
+            # One replay to the end: the rule does not look ahead, so the cells
+            # ended by a time are those a replay stopped then would count.
+            ends = replay(order, seconds, gib, args.workers)
             print(
                 f"| {gib:.1f} | {name} | "
-                + " | ".join(str(n) for n in ended)
-                + f" | {last / 3600:.2f} | {count} |"
+                + " | ".join(str(sum(1 for end in ends if end <= m)) for m in marks)
+                + f" | {(ends[-1] if ends else 0.0) / 3600:.2f} | {count} |"
             )
     return 0
 
