@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runner.cli.run import _with_expected_memory
+from runner.cli.run import _run_order, _with_expected_memory
 from runner.matrix.cells import Cell, CellConfig
 from runner.plan import Plan
 from runner.schedule.executor import Executor, _ListFeed
@@ -346,3 +346,17 @@ def test_a_cluster_spreads_large_cells_by_its_smallest_share():
     assert smallest_share([h100s, node("c", 0, None)], None) == pytest.approx(36.0)
     assert smallest_share([node("c", 0, None), node("d", 1, None)], None) is None
     assert smallest_share([], None) is None
+
+
+def test_a_dry_run_lists_cells_in_the_order_a_run_hands_them_out():
+    """--dry-run prints the spread order on a GPU of known memory (the executors spread
+    a plan's list), the plan's own order on the CPU or a GPU of unknown memory."""
+    large = [replace(_cell("SlowMLP", gib=40.0), batch_size=b) for b in (1, 2)]
+    small = [replace(_cell("TinyMLP", gib=8.0), batch_size=b) for b in range(1, 7)]
+    planned = [*large, *small]
+    # 14 workers on one 80 GiB GPU: a share of 72/14 GiB, under the mean need of 16.
+    gpu = {"gpu_memory_gb": 80.0}
+    assert _run_order(planned, gpu, 14, 1) == [*small[:3], large[0], *small[3:], large[1]]
+    assert _run_order(planned, gpu, 14, 0) == planned  # no GPU: nothing moves
+    assert _run_order(planned, {}, 14, 1) == planned  # memory unknown
+    assert _run_order(planned, gpu, 1, 1) == planned  # one worker: a share of 72 GiB

@@ -733,7 +733,7 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
             workers = _local_workers(args, device, env, len(plan.cells))
             gpus = int(env.get("gpu_count") or 0) if device == "cuda" else 0
         workers = max(1, workers)
-        for line in plan_lines(plan.cells):
+        for line in plan_lines(_run_order(plan.cells, env, workers, gpus, cluster, args.workers)):
             out.print(line)
         for line in estimate_lines(plan, device, workers, gpus):
             out.print(line)
@@ -743,6 +743,21 @@ def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster
         return 0
     assert store is not None
     return _execute(args, argv, plan, env, store, console, out, device, cluster)
+
+
+def _run_order(cells, env, workers: int, gpus: int, cluster=None, cluster_workers=None):
+    """``cells`` in the order a run hands them out: spread by their memory need over a
+    worker's share of its GPU (``runner.schedule.memory.spread_by_need``), the order
+    the executors apply to a plan's list."""
+    from runner.schedule.memory import MemoryBudget, spread_by_need
+
+    if cluster is not None:
+        from runner.cluster.executor import smallest_share
+
+        share = smallest_share(cluster.nodes, cluster_workers)
+    else:
+        share = MemoryBudget(env.get("gpu_memory_gb") if gpus else None).share_gib(workers, gpus)
+    return spread_by_need(list(cells), share)
 
 
 def _with_expected_memory(plan, store, device: str):
