@@ -7,9 +7,9 @@ the headline column ends by a time, in the plan's order and spread by need
 
 A model, not a measurement: it runs nothing. Each cell lasts its model's median wall
 time recorded in the column on the card the shipped rows come from (``--gpu``), or the
-median of those where its model has none; it is expected to take what the planner would
-expect of it (``runner.cli.run._with_expected_memory``: its model's largest recorded
-peak, else its family's); the real ``Deferring`` feed and ``MemoryBudget`` decide when
+median of those where its model has none; it is expected to take what zoo-run would expect
+of it (``runner.schedule.memory.recorded_peak_mb``: its model's largest peak on the
+newest rows of its cells, else its family's); the real ``Deferring`` feed and ``MemoryBudget`` decide when
 each starts, on a replayed clock, ``--workers`` at a time. Each cell ends with the
 seconds it held the GPU alone (its recorded timing and tuning holds, else the median
 of those), which wait for the timing lock, one cell at a time. What it leaves out:
@@ -40,8 +40,10 @@ from runner.schedule.memory import (  # noqa: E402
     Deferring,
     MemoryBudget,
     expected_gib,
+    recorded_peak_mb,
     spread_by_need,
 )
+from runner.store.db import peak_reserved_mb  # noqa: E402
 from zoo.catalog import select  # noqa: E402
 
 
@@ -106,12 +108,8 @@ def main() -> int:
     args = parser.parse_args()
     con, card = shipped.connect_card(args)
     column = columns.HEADLINE
-    peak = (
-        "greatest(coalesce(eager_peak_reserved_mb, 0), coalesce(compiled_peak_reserved_mb, 0), "
-        "coalesce(reference_peak_reserved_mb, 0))"
-    )
     rows = con.execute(
-        f"SELECT model_id, family, max({peak}), median(wall_s) FILTER (wall_s > 0), "
+        "SELECT model_id, median(wall_s) FILTER (wall_s > 0), "
         "median(gpu_timing_s + gpu_tuning_s) "
         "FROM results WHERE device = 'cuda' AND backend = $b AND mode = $m AND dynamic = $d "
         "AND precision = $p AND step = $s GROUP BY ALL",
@@ -123,21 +121,22 @@ def main() -> int:
             "s": column.step,
         },
     ).fetchall()
-    peaks = {model: mb for model, _, mb, _, _ in rows if mb}
-    walls = {model: wall for model, _, _, wall, _ in rows if wall}
-    alone = {model: held for model, *_, held in rows if held is not None}
-    by_family: dict[str, float] = {}
-    for _, family, mb, _, _ in rows:
-        if mb:
-            by_family[family] = max(by_family.get(family, 0.0), mb)
+    walls = {model: wall for model, wall, _ in rows if wall}
+    alone = {model: held for model, _, held in rows if held is not None}
     usual = statistics.median(walls.values())
     usual_alone = statistics.median(alone.values())
+    specs = select([args.models])
+    # What zoo-run would expect of each cell, from the same rows.
+    peaks = peak_reserved_mb(con, sorted({spec.id for spec in specs}), "cuda")
+    families = peak_reserved_mb(con, sorted({spec.family for spec in specs}), "cuda", by="family")
     cells, seconds = [], {}
-    for spec in select([args.models]):
+    for spec in specs:
         cell = Cell(spec, column, "full", None, None, "cuda", "replay")
-        mb = peaks.get(spec.id, by_family.get(spec.family))
-        if mb:
-            cell = replace(cell, extra={EXPECTED_GIB: round(expected_gib(mb), 1), "peak_mb": mb})
+        peak = recorded_peak_mb(cell, peaks, families)
+        if peak is not None:
+            cell = replace(
+                cell, extra={EXPECTED_GIB: round(expected_gib(peak), 1), "peak_mb": peak}
+            )
         cells.append(cell)
         wall = walls.get(spec.id, usual)
         seconds[cell.key] = (wall, min(wall, alone.get(spec.id, usual_alone)))

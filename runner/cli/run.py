@@ -763,25 +763,16 @@ def _run_order(cells, env, workers: int, gpus: int, cluster=None, cluster_worker
 def _with_expected_memory(plan, store, device: str):
     """The plan's cells, each with the GPU memory its model is expected to take where a
     cell of it has recorded a peak on ``device``, else where a model of its family has
-    (a family's classes share their layers; their heads differ) (``runner.schedule.memory``)."""
+    (``runner.schedule.memory.with_expected``)."""
     from dataclasses import replace
 
-    from runner.schedule.memory import EXPECTED_GIB, expected_gib
-    from zoo.custom import SUITE as CUSTOM
+    from runner.schedule.memory import with_expected
 
     peaks = store.peak_reserved_mb(sorted({cell.spec.id for cell in plan.cells}), device)
-    # A user's modules share one family name (custom): no kin of each other.
-    kin = {cell.spec.family for cell in plan.cells if cell.spec.suite != CUSTOM}
-    families = store.peak_reserved_mb(sorted(kin), device, by="family")
-    cells = []
-    for cell in plan.cells:
-        step = cell.config.step
-        family = families.get((cell.spec.family, step)) if cell.spec.family in kin else None
-        peak = peaks.get((cell.spec.id, step), family)
-        if peak is not None:
-            cell = replace(cell, extra={**cell.extra, EXPECTED_GIB: round(expected_gib(peak), 1)})
-        cells.append(cell)
-    return replace(plan, cells=cells)
+    families = store.peak_reserved_mb(
+        sorted({cell.spec.family for cell in plan.cells}), device, by="family"
+    )
+    return replace(plan, cells=with_expected(plan.cells, peaks, families))
 
 
 def _local_workers(args, device: str, env, cells: int) -> int:

@@ -36,9 +36,11 @@ import statistics
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 
 from runner.matrix.cells import Cell
 from runner.matrix.results import CellResult
+from zoo.custom import SUITE as CUSTOM
 
 # Cell.extra's entry: the GiB a cell is expected to take on its GPU.
 EXPECTED_GIB = "expected_gib"
@@ -117,6 +119,38 @@ def spread_by_need(cells: list[Cell], share_gib: float | None) -> list[Cell]:
             room += mean - needs[id(large)]
     spread.extend(held)
     return spread
+
+
+def recorded_peak_mb(
+    cell: Cell,
+    peaks: dict[tuple[str, str], float],
+    family_peaks: dict[tuple[str, str], float],
+) -> float | None:
+    """The peak ``cell`` is expected to reach: its model's recorded for its step
+    (``peaks``, by model id: ``runner.store.db.peak_reserved_mb``), else its family's
+    (``family_peaks``, by family: a family's classes share their layers; their heads
+    differ). A user's modules share one family name (custom): no kin of each other."""
+    step = cell.config.step
+    peak = peaks.get((cell.spec.id, step))
+    if peak is None and cell.spec.suite != CUSTOM:
+        peak = family_peaks.get((cell.spec.family, step))
+    return peak
+
+
+def with_expected(
+    cells: list[Cell],
+    peaks: dict[tuple[str, str], float],
+    family_peaks: dict[tuple[str, str], float],
+) -> list[Cell]:
+    """``cells``, each whose peak is recorded (``recorded_peak_mb``) carrying the GiB it is
+    expected to take as ``EXPECTED_GIB``."""
+    out = []
+    for cell in cells:
+        peak = recorded_peak_mb(cell, peaks, family_peaks)
+        if peak is not None:
+            cell = replace(cell, extra={**cell.extra, EXPECTED_GIB: round(expected_gib(peak), 1)})
+        out.append(cell)
+    return out
 
 
 def expected_gib(peak_reserved_mb: float) -> float:

@@ -72,6 +72,36 @@ def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+def peak_reserved_mb(
+    con: duckdb.DuckDBPyConnection, names: list[str], device: str, by: str = "model_id"
+) -> dict[tuple[str, str], float]:
+    """(name, step) -> the largest memory a cell of the model (``by="family"``: of any
+    model of the family) reserved at its peak on ``device``: its accuracy reference's,
+    eager's or compiled's, over the newest row of each of its cells (a cell whose newest
+    row recorded none, an ``oom`` say, adds nothing). What a cell of it is expected to
+    take there (``runner.schedule.memory``). Rows from before schema version 7 recorded
+    no reference peak: theirs may be several times their eager one (a float64 copy
+    beside the model, activations four times autocast's) and is not guessed here (9
+    cells of H200 run 09ca5fa0 whose recorded peaks were 2-14 GiB ran out of memory in
+    their float64 reference). ``con``: a connection to a store, or to any database with
+    its results table (the shipped parquet loaded in memory, say)."""
+    if by not in ("model_id", "family"):
+        raise ValueError(f"peaks by model_id or family, not {by!r}")
+    if not names:
+        return {}
+    rows = con.execute(
+        f"WITH latest AS (SELECT {by} AS name, step, eager_peak_reserved_mb AS eager, "
+        "compiled_peak_reserved_mb AS compiled, "
+        "reference_peak_reserved_mb AS reference FROM results "
+        f"WHERE device = ? AND {by} IN (SELECT unnest(?::VARCHAR[])) "
+        f"QUALIFY {latest_row()}) "
+        "SELECT name, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0), "
+        "coalesce(reference, 0))) FROM latest GROUP BY ALL",
+        [device, list(names)],
+    ).fetchall()
+    return {(name, step): peak for name, step, peak in rows if peak and peak > 0}
+
+
 class Store:
     """Reads and writes one zoo-matrix database file. Use ``Store.open`` to get one."""
 
@@ -451,31 +481,11 @@ class Store:
     def peak_reserved_mb(
         self, names: list[str], device: str, by: str = "model_id"
     ) -> dict[tuple[str, str], float]:
-        """(name, step) -> the largest memory a cell of the model (``by="family"``: of
-        any model of the family) reserved at its peak on ``device``: its accuracy
-        reference's, eager's or compiled's, over the newest row of each of its cells (a
-        cell whose newest row recorded none, an ``oom`` say, adds nothing). What a cell
-        of it is expected to take there (``runner.schedule.memory``). Rows from before
-        schema version 7 recorded no reference peak: theirs may be several times their
-        eager one (a float64 copy beside the model, activations four times autocast's)
-        and is not guessed here (9 cells of H200 run 09ca5fa0 whose recorded peaks were
-        2-14 GiB ran out of memory in their float64 reference)."""
-        if by not in ("model_id", "family"):
-            raise ValueError(f"peaks by model_id or family, not {by!r}")
+        """``peak_reserved_mb`` over this store."""
         if not names:
             return {}
         with self.connection(read_only=True) as con:
-            rows = con.execute(
-                f"WITH latest AS (SELECT {by} AS name, step, eager_peak_reserved_mb AS eager, "
-                "compiled_peak_reserved_mb AS compiled, "
-                "reference_peak_reserved_mb AS reference FROM results "
-                f"WHERE device = ? AND {by} IN (SELECT unnest(?::VARCHAR[])) "
-                f"QUALIFY {latest_row()}) "
-                "SELECT name, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0), "
-                "coalesce(reference, 0))) FROM latest GROUP BY ALL",
-                [device, list(names)],
-            ).fetchall()
-        return {(name, step): peak for name, step, peak in rows if peak and peak > 0}
+            return peak_reserved_mb(con, names, device, by)
 
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
         """The keys whose latest row's timing was disturbed: a side's median ``ratio``
