@@ -7,10 +7,10 @@ the headline column ends by a time, in the plan's order and spread by need
 
 A model, not a measurement: it runs nothing. Each cell lasts its model's median wall
 time recorded in the column on the card the shipped rows come from (``--gpu``), or the
-median of those where its model has none; it is expected to take what zoo-run would expect
-of it (``runner.schedule.memory.recorded_peak_mb``: its model's largest peak on the
-newest rows of its cells, else its family's); the real ``Deferring`` feed and ``MemoryBudget`` decide when
-each starts, on a replayed clock, ``--workers`` at a time. Each cell ends with the
+median of those where its model has none; it is expected to take what zoo-run would
+expect of it (``runner.schedule.memory.recorded_peak_mb``: its model's largest peak on
+the newest rows of its cells, else its family's); the real ``Deferring`` feed and
+``MemoryBudget`` decide when each starts, on a replayed clock, ``--workers`` at a time. Each cell ends with the
 seconds it held the GPU alone (its recorded timing and tuning holds, else the median
 of those), which wait for the timing lock, one cell at a time. What it leaves out:
 out-of-memory retries, and how a cell's wall stretches or shrinks with what runs beside
