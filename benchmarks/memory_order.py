@@ -52,28 +52,40 @@ def replay(
     seconds: dict[str, tuple[float, float]],
     gib: float,
     workers: int,
+    backfill: bool = True,
 ) -> list[float]:
     """When each cell ended, in order, on the replayed clock. ``seconds``: each cell's
     wall, and the part of it that held the GPU alone (the timing lock, one cell at a
-    time, first come first served), taken last."""
+    time, first come first served), taken last. ``backfill``: a cell that has waited
+    keeps the room ``MemoryBudget.kept_room`` says, each cell under way expected to take
+    its wall; else all it needs (the rule before)."""
     now = [0.0]
     budget = MemoryBudget(gib)
     feed = Deferring(_ListFeed(cells), clock=lambda: now[0])
     # (when, order, cell, what happens then: "lock" asks for the lock, "end" ends).
     events: list[tuple[float, int, Cell, str]] = []
     running: list[Cell] = []
+    started: dict[str, float] = {}
     lock_free_at = 0.0
     ended: list[float] = []
     order = 0
+
+    def keep(first: Cell) -> float:
+        if not backfill:
+            return budget.need(first)
+        left = [(c, max(started[c.key] + seconds[c.key][0] - now[0], 0.0)) for c in running]
+        return budget.kept_room(first, left)
+
     while True:
         while len(running) < workers:
             cell = feed.take_fitting(
                 lambda c, reserve, beside=tuple(running): budget.fits(c, list(beside), reserve),
-                budget.need,
+                keep,
             )
             if cell is None:
                 break
             running.append(cell)
+            started[cell.key] = now[0]
             wall, alone = seconds[cell.key]
             order += 1
             heapq.heappush(events, (now[0] + max(wall - alone, 0.0), order, cell, "lock"))
@@ -156,10 +168,15 @@ def main() -> int:
         spread = spread_by_need(cells, share)
         position = {id(cell): i for i, cell in enumerate(spread)}
         moved = sum(1 for i, cell in enumerate(cells) if position[id(cell)] > i)
-        for name, order, count in (("planned", cells, 0), ("spread by need", spread, moved)):
+        for name, order, count, backfill in (
+            ("planned", cells, 0, False),
+            ("planned, backfilled", cells, 0, True),
+            ("spread by need", spread, moved, False),
+            ("spread, backfilled", spread, moved, True),
+        ):
             # One replay to the end: the rule does not look ahead, so the cells
             # ended by a time are those a replay stopped then would count.
-            ends = replay(order, seconds, gib, args.workers)
+            ends = replay(order, seconds, gib, args.workers, backfill)
             print(
                 f"| {gib:.1f} | {name} | "
                 + " | ".join(str(sum(1 for end in ends if end <= m)) for m in marks)

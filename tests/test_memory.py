@@ -16,6 +16,7 @@ from runner.plan import Plan
 from runner.schedule.executor import Executor, _ListFeed
 from runner.schedule.memory import (
     EXPECTED_GIB,
+    EXPECTED_S,
     Deferring,
     MemoryBudget,
     expected_gib,
@@ -86,6 +87,58 @@ def test_the_feed_is_searched_past_a_cell_that_does_not_fit_and_keeps_its_order(
     assert feed.peek() is cells[0] and len(feed.back) == 4
     running.clear()  # an idle GPU: the first in line starts
     assert feed.take_fitting(fits, budget.need) is cells[0]
+
+
+def test_a_waiting_cell_keeps_only_the_room_the_cells_ending_first_leave_it_short():
+    """Backfilling: a cell first in line needs its GiB free once the cells under way
+    expected to end first have ended; cells started meanwhile must leave only what
+    those do not free."""
+    budget = MemoryBudget(100.0)  # 90 GiB to fill
+    a, b, w = _cell("TinyMLP", gib=20), _cell("SlowMLP", gib=60), _cell("CoreRecorder", gib=25)
+    # 10 free now; a (20) ends in 10 s and frees 20, 5 short of w's 25: 5 is kept, so a
+    # cell of 5 GiB starts now and fits beside w and b once a has ended.
+    assert budget.kept_room(w, [(a, 10.0), (b, 100.0)]) == 5.0
+    # b ends first: its 60 leave w room to spare, so nothing is kept.
+    assert budget.kept_room(w, [(a, 100.0), (b, 10.0)]) == 0.0
+    # A cell of unknown end holds its memory past any time: b frees what w needs.
+    assert budget.kept_room(w, [(a, None), (b, 100.0)]) == 0.0
+    # Only a (20) could free anything, and a cell of 35 would still not fit: all it
+    # needs is kept.
+    large = replace(w, extra={EXPECTED_GIB: 35})
+    assert budget.kept_room(large, [(a, 1.0), (b, None)]) == 35.0
+    # A cell that fits now (it waits for another reason) keeps all it needs.
+    assert budget.kept_room(w, [(a, 1.0)]) == 25.0
+    # Without a capacity every cell fits: its need, as before.
+    assert MemoryBudget(None).kept_room(w, [(a, 1.0), (b, None)]) == 25.0
+
+
+def test_cells_start_beside_a_large_cell_whose_successor_waits_for_its_end(tmp_path):
+    """The executor's wiring: each cell under way is expected to go on for its wall
+    (``EXPECTED_S``, its newest row's) less the time since it was handed out. A large
+    cell waits for the large one under way; a small cell behind it starts beside that
+    one, since it still fits once the first has ended. Where the wall is unknown the
+    waiting cell keeps all it needs, as before."""
+    from collections import deque
+
+    from runner.schedule.executor import _Running
+
+    executor = Executor(tmp_path, workers=3, memory_gib=10.0)  # 9 to fill
+    first = replace(_cell("SlowMLP", gib=6.0), extra={EXPECTED_GIB: 6.0, EXPECTED_S: 100.0})
+    second, small = _cell("SlowMLP", "aot_eager", 6.0), _cell("TinyMLP", gib=1.0)
+
+    def slots(cell):
+        running = _Running(cell, tmp_path / "r.json", time.monotonic() - 40.0, "")
+        return [SimpleNamespace(running=running), None, None]
+
+    left = executor._seconds_left([first], slots(first))
+    assert left[0][0] is first and left[0][1] == pytest.approx(60.0, abs=5.0)
+    feed = Deferring(_ListFeed([second, small]), reserve_after_s=0.0)
+    assert executor._take_fitting(feed, [first], slots(first), deque()) is small
+    assert feed.peek() is second
+    unknown = replace(first, extra={EXPECTED_GIB: 6.0})
+    assert executor._seconds_left([unknown], slots(unknown)) == [(unknown, None)]
+    feed = Deferring(_ListFeed([second, small]), reserve_after_s=0.0)
+    assert executor._take_fitting(feed, [unknown], slots(unknown), deque()) is None
 
 
 def test_memory_bound_runs_say_so():
@@ -182,6 +235,14 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
     kin = replace(cuda[1], spec=resnet50)
     plan = _with_expected_memory(Plan(cells=[kin]), store, "cuda")
     assert plan.cells[0].extra[EXPECTED_GIB] == expected_gib(10_240) == 13.5
+    # How long a cell is expected to hold its memory: its own newest row's wall.
+    assert EXPECTED_S not in plan.cells[0].extra
+    store.write_results(run.run_id, [make_result(kin.key, device="cuda", wall_s=30.0)])
+    time.sleep(0.01)
+    store.write_results(run.run_id, [make_result(kin.key, device="cuda", wall_s=42.5)])
+    plan = _with_expected_memory(Plan(cells=[kin, cuda[0]]), store, "cuda")
+    assert plan.cells[0].extra[EXPECTED_S] == 42.5
+    assert EXPECTED_S not in plan.cells[1].extra
 
 
 def test_a_first_crowded_retry_shares_its_gpu_with_room_kept_and_known_neighbours():

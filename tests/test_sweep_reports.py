@@ -590,7 +590,8 @@ def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path
     and peaks. Three models of 76 GiB (one at a time on a 100 GiB GPU, 90 filled) listed
     before twelve of 3.5 GiB, four workers, walls of 100 and 50 s: in the planned order
     the two large ones waiting hold the small ones back once they have waited a minute,
-    and 8 cells end by 200 s; spread (each after four small ones), 13 do."""
+    and 8 cells end by 200 s; spread (each after four small ones), 13 do; backfilled
+    (``MemoryBudget.kept_room``) in the planned order, 14."""
     db = tmp_path / "zoo.duckdb"
     store = Store.open(db)
     large = [f"timm/aimv2_1b_patch14_{px}" for px in (224, 336, 448)]
@@ -643,3 +644,7 @@ def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path
     }
     assert table["planned"][0] == "8" and table["planned"][2] == "0"
     assert table["spread by need"][0] == "13" and table["spread by need"][2] == "3"
+    # Backfilled, small cells start beside the large one under way, since they still
+    # fit once it has ended beside the next, which waits for that: 14 end by 200 s.
+    assert table["planned, backfilled"][0] == "14"
+    assert table["spread, backfilled"][0] == "13"

@@ -763,16 +763,25 @@ def _run_order(cells, env, workers: int, gpus: int, cluster=None, cluster_worker
 def _with_expected_memory(plan, store, device: str):
     """The plan's cells, each with the GPU memory its model is expected to take where a
     cell of it has recorded a peak on ``device``, else where a model of its family has
-    (``runner.schedule.memory.with_expected``)."""
+    (``runner.schedule.memory.with_expected``), and with the wall its newest row took
+    where it has one (``EXPECTED_S``: how long a cell under way is expected to hold its
+    memory, ``MemoryBudget.kept_room``)."""
     from dataclasses import replace
 
-    from runner.schedule.memory import with_expected
+    from runner.schedule.memory import EXPECTED_S, with_expected
 
     peaks = store.peak_reserved_mb(sorted({cell.spec.id for cell in plan.cells}), device)
     families = store.peak_reserved_mb(
         sorted({cell.spec.family for cell in plan.cells}), device, by="family"
     )
-    return replace(plan, cells=with_expected(plan.cells, peaks, families))
+    walls = store.recorded_walls([cell.key for cell in plan.cells])
+    cells = [
+        replace(cell, extra={**cell.extra, EXPECTED_S: walls[cell.key]})
+        if cell.key in walls
+        else cell
+        for cell in with_expected(plan.cells, peaks, families)
+    ]
+    return replace(plan, cells=cells)
 
 
 def _local_workers(args, device: str, env, cells: int) -> int:

@@ -43,7 +43,7 @@ from runner.measure import tuning
 from runner.measure.host import SCRATCH_DIR_ENV, format_cpus
 from runner.schedule import usage
 from runner.schedule.cpus import AUTO_THREADS, COMPILE_THREADS_ENV, split_cpus
-from runner.schedule.memory import Deferring, MemoryBudget, spread_by_need
+from runner.schedule.memory import EXPECTED_S, Deferring, MemoryBudget, spread_by_need
 from runner.schedule.worker import partial_path
 from runner.triage import (
     RECORDED,
@@ -727,11 +727,38 @@ class Executor:
         def fits(cell: Cell, reserve_gib: float) -> bool:
             return self.memory.alone(cell) or self.memory.fits(cell, beside, reserve_gib + kept)
 
+        left = self._seconds_left(beside, slots)
+
+        def keep(first: Cell) -> float:
+            return self.memory.kept_room(first, left)
+
         under_way = [w.running.cell for w in slots if w is not None and w.running]
         waits = tuning.partner_under_way(under_way) if tuning.enabled(self.env) else None
         if waits is None:
-            return feed.take_fitting(fits, self.memory.need)
-        return feed.take_fitting(fits, self.memory.need, waits)
+            return feed.take_fitting(fits, keep)
+        return feed.take_fitting(fits, keep, waits)
+
+    def _seconds_left(
+        self, beside: list[Cell], slots: list[Worker | None]
+    ) -> list[tuple[Cell, float | None]]:
+        """Each of ``beside`` (cells under way) with the seconds it is expected to go on
+        for: its expected wall (its newest row's, ``EXPECTED_S``, else the median of its
+        column's cells this run has finished) less the time since it was handed out,
+        none below 0 (a cell past its expected wall is expected to end first). None
+        where no wall is known, and for triage jobs (a ladder's length is its own)."""
+        running = {id(w.running.cell): w.running for w in slots if w is not None and w.running}
+        now = time.monotonic()
+        left: list[tuple[Cell, float | None]] = []
+        for cell in beside:
+            expected = cell.extra.get(EXPECTED_S)
+            if expected is None and self._walls():
+                expected = self._expected_s(cell)
+            under_way = running.get(id(cell))
+            if expected is None or cell.extra.get(TRIAGE) or under_way is None:
+                left.append((cell, None))
+            else:
+                left.append((cell, max(float(expected) - (now - under_way.submitted), 0.0)))
+        return left
 
     def _account(self, worker: Worker) -> None:
         running = worker.running

@@ -13,8 +13,9 @@ planner as ``EXPECTED_GIB``), else its family's largest, with a margin for the f
 reference and the CUDA context; a family never recorded is expected to take what this
 run's finished cells took at their median (nothing before the first finishes: the
 first cells start as before). A cell that does not fit waits, first in line, while later cells that fit
-start; once it has waited a minute they start only where they leave it room. It starts
-once its GPU has room for it, and always on an idle GPU.
+start; once it has waited a minute they start only where they leave it room
+(``MemoryBudget.kept_room``). It starts once its GPU has room for it, and always on an
+idle GPU.
 
 Cells that take more than a worker's share are spread through a run's list
 (``spread_by_need``): listed together, each would wait for the ones before while the
@@ -44,6 +45,8 @@ from zoo.custom import SUITE as CUSTOM
 
 # Cell.extra's entry: the GiB a cell is expected to take on its GPU.
 EXPECTED_GIB = "expected_gib"
+# Cell.extra's entry: the wall seconds a cell is expected to take (its newest row's).
+EXPECTED_S = "expected_s"
 # The share of a GPU's memory that cells are started to fill.
 MEMORY_SHARE = 0.9
 # A recorded peak (the caching allocator's, reserved) understates what a worker holds:
@@ -220,6 +223,39 @@ class MemoryBudget:
             return float(known)
         return statistics.median(self._observed) if self._observed else 0.0
 
+    def kept_room(self, waiting: Cell, beside: list[tuple[Cell, float | None]]) -> float:
+        """The GiB that cells started beside ``beside`` must leave free for ``waiting``
+        (first in line, it does not fit): what it needs, less what the cells under way
+        that are expected to end first free before it fits. ``beside``: the cells under
+        way on its GPU, each with the seconds it is expected to go on for (None where
+        unknown: it holds its memory past any time).
+
+        A cell that leaves that much free fits beside ``waiting`` and the cells that go
+        on after it would start, so it does not hold ``waiting`` back, however long it
+        runs, where the others end in the expected order (HPC schedulers call this
+        backfilling). Before, all of ``waiting``'s need was kept free beside every cell
+        under way: while one large cell ran, and the next waited for its end, small
+        cells were held back too, though both would have fitted beside them (an H100
+        chunk of the headline column, run cabd1898, ran one cell for its last 14 s of
+        ``aimv2_1b_patch14_448`` with 10-17 GiB of its card free). Where ``waiting``
+        would not fit even once every cell of known end had ended, all of its need is
+        kept."""
+        need = self.need(waiting)
+        limit = self.limit_gib
+        if limit is None:
+            return need
+        free = limit - sum(self.need(cell) for cell, _ in beside)
+        if free >= need:
+            return need
+        freed = 0.0
+        for cell, _ in sorted(
+            (pair for pair in beside if pair[1] is not None), key=lambda pair: pair[1]
+        ):
+            freed += self.need(cell)
+            if free + freed >= need:
+                return max(need - freed, 0.0)
+        return need
+
     def fits(self, cell: Cell, beside: list[Cell], reserve_gib: float = 0.0) -> bool:
         """Whether ``cell`` may start on a GPU where ``beside`` are under way, keeping
         ``reserve_gib`` free (for a cell waiting first in line). On an idle GPU every
@@ -276,13 +312,14 @@ class Deferring:
     def take_fitting(
         self,
         fits: Callable[[Cell, float], bool],
-        need: Callable[[Cell], float],
+        keep: Callable[[Cell], float],
         waits: Callable[[Cell], bool] = lambda cell: False,
     ) -> Cell | None:
         """The first cell that ``fits``, searching ``LOOKAHEAD`` cells (and up to
         ``WAITING_LOOKAHEAD`` that wait, besides); the others are put
         back in front, in order. Past the first cell passed over for memory, a cell must
-        leave room for it once it has waited ``reserve_after_s``. A cell that ``waits``
+        leave the room ``keep`` says for it (``MemoryBudget.kept_room``; its need, say)
+        once it has waited ``reserve_after_s``. A cell that ``waits``
         (for another cell under way: ``runner.measure.tuning``) is passed over too, but
         neither reserves memory nor counts as waiting for it. None when none fits (or
         the feed has none for now)."""
@@ -301,7 +338,7 @@ class Deferring:
                 continue
             reserve = 0.0
             if first is not None and now - self.first_passed[first.key] >= self.reserve_after_s:
-                reserve = need(first)
+                reserve = keep(first)
             if fits(cell, reserve):
                 found = cell
                 break

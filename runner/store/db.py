@@ -487,6 +487,16 @@ class Store:
         with self.connection(read_only=True) as con:
             return peak_reserved_mb(con, names, device, by)
 
+    def recorded_walls(self, cell_keys: list[str]) -> dict[str, float]:
+        """cell_key -> the wall seconds its newest row took (from its hand-out to its
+        result, waits included), where it took some: what a run expects of the cell
+        (``runner.schedule.memory.EXPECTED_S``)."""
+        return {
+            key: float(wall)
+            for key, wall in self._latest(cell_keys, "wall_s")
+            if wall is not None and wall > 0
+        }
+
     def disturbed(self, cell_keys: list[str], ratio: float) -> set[str]:
         """The keys whose latest row's timing was disturbed: a side's median ``ratio``
         times its fastest sample or more (``timing_disturbance``)."""
