@@ -769,11 +769,12 @@ def _with_expected_memory(plan, store, device: str):
     from dataclasses import replace
 
     from runner.schedule.memory import EXPECTED_S, with_expected
+    from zoo.custom import SUITE as CUSTOM
 
     peaks = store.peak_reserved_mb(sorted({cell.spec.id for cell in plan.cells}), device)
-    families = store.peak_reserved_mb(
-        sorted({cell.spec.family for cell in plan.cells}), device, by="family"
-    )
+    # A user's modules share one family name: no kin of each other (recorded_peak_mb).
+    kin = {cell.spec.family for cell in plan.cells if cell.spec.suite != CUSTOM}
+    families = store.peak_reserved_mb(sorted(kin), device, by="family")
     walls = store.recorded_walls([cell.key for cell in plan.cells])
     cells = [
         replace(cell, extra={**cell.extra, EXPECTED_S: walls[cell.key]})
