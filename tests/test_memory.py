@@ -135,10 +135,17 @@ def test_cells_start_beside_a_large_cell_whose_successor_waits_for_its_end(tmp_p
     feed = Deferring(_ListFeed([second, small]), reserve_after_s=0.0)
     assert executor._take_fitting(feed, [first], slots(first), deque()) is small
     assert feed.peek() is second
+    # Counted for the run's summary: before, it would have waited.
+    assert executor._backfilled == 1
     unknown = replace(first, extra={EXPECTED_GIB: 6.0})
     assert executor._seconds_left([unknown], slots(unknown)) == [(unknown, None)]
     feed = Deferring(_ListFeed([second, small]), reserve_after_s=0.0)
     assert executor._take_fitting(feed, [unknown], slots(unknown), deque()) is None
+    # Before the waiting cell has waited long enough nothing is kept for it: no backfill.
+    fresh = Executor(tmp_path, workers=3, memory_gib=10.0)
+    feed = Deferring(_ListFeed([second, small]))
+    assert fresh._take_fitting(feed, [unknown], slots(unknown), deque()) is small
+    assert fresh._backfilled == 0
 
 
 def test_memory_bound_runs_say_so():
@@ -146,6 +153,12 @@ def test_memory_bound_runs_say_so():
     assert "more --workers may go faster" in usage.bound()
     usage.memory_waits = 3
     assert usage.bound().startswith("memory-bound: 3 cell(s) waited")
+    assert "backfilled" not in usage.line()
+    usage.backfilled = 2
+    assert "2 cell(s) backfilled beside one waiting for memory" in usage.line()
+    # A cluster node's usage comes back to the driver as a dict.
+    again = Usage.from_dict(usage.to_dict())
+    assert (again.memory_waits, again.backfilled) == (3, 2)
 
 
 def _spans(tmp_path: Path, cells: list[Cell], memory_gib: float | None) -> dict[str, tuple]:

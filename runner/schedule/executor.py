@@ -360,6 +360,9 @@ class Executor:
         # waiting for a GPU's lock (how much the lock held workers back).
         self._column_walls: dict[CellConfig, list[float]] = defaultdict(list)
         self._lock_wait_s = 0.0
+        # Cells the last run() started in room kept for a cell waiting for memory, which
+        # it would have kept whole before (``MemoryBudget.kept_room``).
+        self._backfilled = 0
         # The cores' and GPU locks' use over the last run() (runner.schedule.usage): what bounds it.
         self.usage: usage.Usage | None = None
         self._timing_cpus: list[frozenset[int]] = []
@@ -527,6 +530,7 @@ class Executor:
         past_deadline = False
         meter = usage.CpuMeter()
         self._lock_wait_s = 0.0
+        self._backfilled = 0
         self._column_walls = defaultdict(list)
         self._stop.clear()
         self.stopped = []
@@ -707,6 +711,7 @@ class Executor:
             self.usage = usage.measure(
                 self.workdir, meter, self.workers, planned, lock_wait, len(feed.passed_over)
             )
+            self.usage.backfilled = self._backfilled
 
     def _take_fitting(
         self,
@@ -728,15 +733,22 @@ class Executor:
             return self.memory.alone(cell) or self.memory.fits(cell, beside, reserve_gib + kept)
 
         left = self._seconds_left(beside, slots)
+        kept_for: list[Cell] = []
 
         def keep(first: Cell) -> float:
+            kept_for.append(first)
             return self.memory.kept_room(first, left)
 
         under_way = [w.running.cell for w in slots if w is not None and w.running]
         waits = tuning.partner_under_way(under_way) if tuning.enabled(self.env) else None
         if waits is None:
-            return feed.take_fitting(fits, keep)
-        return feed.take_fitting(fits, keep, waits)
+            found = feed.take_fitting(fits, keep)
+        else:
+            found = feed.take_fitting(fits, keep, waits)
+        if found is not None and kept_for and not fits(found, self.memory.need(kept_for[0])):
+            # It would have waited while all the waiting cell needs was kept.
+            self._backfilled += 1
+        return found
 
     def _seconds_left(
         self, beside: list[Cell], slots: list[Worker | None]

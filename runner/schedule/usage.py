@@ -142,6 +142,9 @@ class Usage:
     lock_wait: float | None = None
     # Cells passed over for a while for want of GPU memory (runner.schedule.memory).
     memory_waits: int = 0
+    # Cells started in room kept for one waiting for memory, which the cells under way
+    # expected to end first would free (``MemoryBudget.kept_room``).
+    backfilled: int = 0
 
     def lock_busy(self, key: str) -> float:
         """The share of the run during which the lock of ``key`` was held in some mode:
@@ -181,6 +184,8 @@ class Usage:
             parts.append(f"lock of {_short(key)} held {self.lock_busy(key):.0%} ({detail})")
         if self.lock_wait is not None and self.workers > 1:
             parts.append(f"workers waited {self.lock_wait:.0%} of their time for a lock")
+        if self.backfilled:
+            parts.append(f"{self.backfilled} cell(s) backfilled beside one waiting for memory")
         return " · ".join(parts)
 
     def summary(self) -> str:
@@ -199,12 +204,19 @@ class Usage:
             "lock_held_s": self.lock_held_s,
             "lock_wait": self.lock_wait,
             "lock_busy": {key: self.lock_busy(key) for key in self.lock_held_s},
+            "memory_waits": self.memory_waits,
+            "backfilled": self.backfilled,
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> Usage:
         fields = ("elapsed_s", "workers", "cells", "cpus", "cpu_busy", "cpu_steal", "lock_held_s")
-        return cls(**{name: data[name] for name in fields}, lock_wait=data.get("lock_wait"))
+        return cls(
+            **{name: data[name] for name in fields},
+            lock_wait=data.get("lock_wait"),
+            memory_waits=data.get("memory_waits", 0),
+            backfilled=data.get("backfilled", 0),
+        )
 
 
 def measure(
