@@ -709,9 +709,14 @@ class Executor:
             cell_s = sum(self._walls())
             lock_wait = self._lock_wait_s / cell_s if cell_s else None
             self.usage = usage.measure(
-                self.workdir, meter, self.workers, planned, lock_wait, len(feed.passed_over)
+                self.workdir,
+                meter,
+                self.workers,
+                planned,
+                lock_wait,
+                len(feed.passed_over),
+                self._backfilled,
             )
-            self.usage.backfilled = self._backfilled
 
     def _take_fitting(
         self,
@@ -732,10 +737,14 @@ class Executor:
         def fits(cell: Cell, reserve_gib: float) -> bool:
             return self.memory.alone(cell) or self.memory.fits(cell, beside, reserve_gib + kept)
 
-        left = self._seconds_left(beside, slots)
+        # Asked only once a cell has waited long enough to have room kept for it, and
+        # then once per call: most calls keep no room.
         kept_for: list[Cell] = []
+        left: list[tuple[Cell, float | None]] = []
 
         def keep(first: Cell) -> float:
+            if not kept_for:
+                left.extend(self._seconds_left(beside, slots))
             kept_for.append(first)
             return self.memory.kept_room(first, left)
 
@@ -760,10 +769,11 @@ class Executor:
         where no wall is known, and for triage jobs (a ladder's length is its own)."""
         running = {id(w.running.cell): w.running for w in slots if w is not None and w.running}
         now = time.monotonic()
+        finished = bool(self._walls())
         left: list[tuple[Cell, float | None]] = []
         for cell in beside:
             expected = cell.extra.get(EXPECTED_S)
-            if expected is None and self._walls():
+            if expected is None and finished:
                 expected = self._expected_s(cell)
             under_way = running.get(id(cell))
             if expected is None or cell.extra.get(TRIAGE) or under_way is None:

@@ -226,10 +226,12 @@ def measure(
     cells: int,
     lock_wait: float | None = None,
     memory_waits: int = 0,
+    backfilled: int = 0,
 ) -> Usage:
     """The usage of the run that started with ``meter`` and ends now; its workers' hold
     logs are in ``directory``; ``lock_wait``: the share of the workers' time with a cell
-    spent waiting for a GPU lock; ``memory_waits``: cells that waited for GPU memory."""
+    spent waiting for a GPU lock; ``memory_waits``: cells that waited for GPU memory;
+    ``backfilled``: cells started in room kept for one of them."""
     busy, steal = meter.read()
     return Usage(
         elapsed_s=time.monotonic() - meter.started,
@@ -241,6 +243,7 @@ def measure(
         lock_held_s=read_holds(directory, since=meter.started_wall),
         lock_wait=lock_wait,
         memory_waits=memory_waits,
+        backfilled=backfilled,
     )
 
 
