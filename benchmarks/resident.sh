@@ -14,7 +14,9 @@
 # the chunk SIGUSR1 (zoo-run's --wrap-up, 120 s by default) 180 s before CALL_S, SIGINT
 # 45 s before as a backstop, and returns once it has ended. $OUT receives runs.tgz (every
 # run the chunk's database holds that data/runs lacks, exported), logs.tgz (the
-# chunk's log), resident.tail and ps.txt. The chunk's database and log live in
+# chunk's log, and smi.csv: the card's used memory and each process's, read by nvidia-smi
+# every SMI_S seconds, default 5, to set the memory margin against), resident.tail and
+# ps.txt. The chunk's database and log live in
 # $RESIDENT_DIR (default /tmp/resident), which must survive between the calls.
 #
 # Where duckdb or torchax do not import and .whl/ holds wheels (../shared/GPU.md: the
@@ -72,7 +74,7 @@ if new:
 PY
   fi
   tar czf "$OUT/runs.tgz" -C "$R/export" .
-  tar czf "$OUT/logs.tgz" -C "$R" resident.log 2>/dev/null
+  tar czf "$OUT/logs.tgz" -C "$R" resident.log smi.csv 2>/dev/null
   tail -n 60 "$R/resident.log" > "$OUT/resident.tail" 2>/dev/null
   ps -eo pid,etimes,pcpu,rss,args --sort=-pcpu | head -25 > "$OUT/ps.txt"
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv >> "$OUT/ps.txt" 2>/dev/null
@@ -95,6 +97,7 @@ start)
   setsid nohup python3 benchmarks/sweep_chunk.py --seconds "$chunk_s" --db "$R/zoo.duckdb" \
     --out "$R/final" -- "$@" > "$R/resident.log" 2>&1 < /dev/null &
   echo "started the chunk (pid $!) for $chunk_s s"
+  setsid nohup bash "$0" sample > /dev/null 2>&1 < /dev/null &
   wait_until $(( call_s - 45 ))
   pack
   ;;
@@ -115,6 +118,18 @@ end)
   if [ -n "$pid" ]; then kill -INT "$pid" && echo "SIGINT to zoo-run $pid at $(elapsed) s"; fi
   wait_until $(( call_s - 25 ))
   pack
+  ;;
+sample)
+  # Lines "UTC time,gpu,MiB used" and "UTC time,pid,MiB used" while the chunk runs.
+  rm -f "$R/smi.csv"
+  while [ -n "$(chunk_pid)" ]; do
+    t=$(date -u +%Y-%m-%dT%H:%M:%S.%3N)
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed "s/^/$t,gpu,/"
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
+      | tr -d ' ' | sed "s/^/$t,/"
+    sleep "${SMI_S:-5}"
+  done >> "$R/smi.csv" 2>/dev/null
+  exit 0
   ;;
 *)
   echo "usage: $0 start CALL_S CHUNK_S -- ARGS | wait CALL_S | end CALL_S" >&2
