@@ -648,3 +648,83 @@ def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path
     # fit once it has ended beside the next, which waits for that: 14 end by 200 s.
     assert table["planned, backfilled"][0] == "14"
     assert table["spread, backfilled"][0] == "13"
+
+
+def _margin_run(folder: Path, env_id: str, rows: list[tuple[str, str, str, float]]) -> None:
+    """An exported run folder (results and environments parquet) of ``rows``: (model,
+    started, finished, peak reserved MiB) on an H200."""
+    folder.mkdir(parents=True)
+    values = ", ".join(
+        f"('{folder.name}-{i}', '{folder.name}', 'cell-{model}', '{model}', 'infer', 'cuda', "
+        f"'{env_id}', 'pass', '', TIMESTAMP '2026-12-06 {finished}', '2026-12-06T{started}+00:00', "
+        f"'2026-12-06T{finished}+00:00', {peak}, NULL, NULL)"
+        for i, (model, started, finished, peak) in enumerate(rows)
+    )
+    duckdb.sql(
+        "COPY (SELECT * FROM (VALUES " + values + ") t(result_id, run_id, cell_key, model_id, "
+        "step, device, env_id, status, notes, recorded_at, started_at, finished_at, "
+        "eager_peak_reserved_mb, compiled_peak_reserved_mb, reference_peak_reserved_mb)) "
+        f"TO '{folder / 'results.parquet'}' (FORMAT parquet)"
+    )
+    duckdb.sql(
+        f"COPY (SELECT '{env_id}' AS env_id, 'NVIDIA H200' AS gpu) "
+        f"TO '{folder / 'environments.parquet'}' (FORMAT parquet)"
+    )
+
+
+def test_the_memory_margin_weighs_the_card_s_readings_against_the_rule(tmp_path):
+    """benchmarks/memory_margin.py: two cells, A (a 10 GiB peak this time, 8 GiB in the
+    run before) and B (4 GiB both times), an idle worker beside them. The card held 17.5
+    GiB while both ran with the idle worker: with a context of 1 GiB each, that is over
+    what peaks x 1.00 expect (17) and under x 1.05 (17.7); the least margin that covers
+    every reading is (17.5 - 3) / 14 on this run's peaks, / 12 on the planned ones."""
+    runs = tmp_path / "runs"
+    _margin_run(runs / "before", "env-a", [("timm/a", "09:00:00", "09:01:00", 8192),
+                                           ("timm/b", "09:00:00", "09:01:00", 4096)])  # fmt: skip
+    chunk = tmp_path / "chunk" / "now"
+    _margin_run(chunk, "env-b", [("timm/a", "10:00:00", "10:01:00", 10240),
+                                 ("timm/b", "10:00:10", "10:00:50", 4096)])  # fmt: skip
+    smi = tmp_path / "smi.csv"
+    readings = {
+        "10:00:05": {"gpu": 1.1, 101: 0.6},
+        "10:00:20": {"gpu": 17.5, 101: 11.0, 102: 5.0, 103: 0.5},
+        "10:00:55": {"gpu": 9.5, 101: 9.0, 103: 0.5},
+        "10:01:05": {"gpu": 0.5, 103: 0.5},
+    }
+    smi.write_text(
+        "".join(
+            f"2026-12-06T{at}.000,{who},{gib * 1024:.0f}\n"
+            for at, held in readings.items()
+            for who, gib in held.items()
+        )
+        + "No devices were found\n"
+    )
+    script = ROOT / "benchmarks" / "memory_margin.py"
+    done = subprocess.run(
+        [sys.executable, str(script), str(smi), str(chunk), "--runs-dir", str(runs)],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    out = done.stdout
+    assert "GPU: NVIDIA H200; 2 rows, 2 with a peak planned from before." in out
+    # Three readings hold a process beyond one per cell (103 idle; at 10:01:05 no cell).
+    assert "4 readings" in out and "3 readings with more GPU processes" in out
+    # Process 101's least is 0.6 GiB, 103's 0.5; 102 is seen once.
+    assert "(its least, 2 processes): median 0.55 GiB" in out
+    sections = out.split("\nPeaks: ")[1:]
+    own = next(s for s in sections if s.startswith("each row's own; context 1.00"))
+    planned = next(s for s in sections if s.startswith("as planned; context 1.00"))
+    rows = {line.split("|")[1].strip(): line.split("|")[2:-1] for line in own.splitlines()
+            if line.startswith("| 1.")}  # fmt: skip
+    assert [c.strip() for c in rows["1.00"][:2]] == ["3", "1"]
+    assert [c.strip() for c in rows["1.05"][:2]] == ["3", "0"]
+    assert f"covering 100% of the readings: {(17.5 - 3) / 14:.2f}" in own
+    assert f"covering 100% of the readings: {(17.5 - 3) / 12:.2f}" in planned
+
+
+def test_the_memory_margin_refuses_a_missing_readings_file(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "memory_margin.py"),
+         str(tmp_path / "smi.csv"), str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "no file" in done.stderr and "smi.csv" in done.stderr
