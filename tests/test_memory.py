@@ -235,6 +235,11 @@ def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
         (model, "infer"): 4096,
         (model, "train"): 12e3,
     }
+    assert store.peak_reserved_mb([], "cuda") == {}
+    # A grouping it does not know is refused, with or without names.
+    for names in ([], [model]):
+        with pytest.raises(ValueError, match="by model_id or family, not 'size'"):
+            store.peak_reserved_mb(names, "cuda", by="size")
     cuda = [replace(_cell(name), device="cuda") for name in ("TinyMLP", "SlowMLP")]
     plan = _with_expected_memory(Plan(cells=cuda), store, "cuda")
     assert plan.cells[0].extra[EXPECTED_GIB] == round(expected_gib(4096), 1) == 6.0

@@ -72,6 +72,10 @@ def _rows(cursor: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
 
+# What peaks are grouped by (``peak_reserved_mb``).
+PEAK_BY = ("model_id", "family")
+
+
 def peak_reserved_mb(
     con: duckdb.DuckDBPyConnection, names: list[str], device: str, by: str = "model_id"
 ) -> dict[tuple[str, str], float]:
@@ -85,7 +89,7 @@ def peak_reserved_mb(
     cells of H200 run 09ca5fa0 whose recorded peaks were 2-14 GiB ran out of memory in
     their float64 reference). ``con``: a connection to a store, or to any database with
     its results table (the shipped parquet loaded in memory, say)."""
-    if by not in ("model_id", "family"):
+    if by not in PEAK_BY:
         raise ValueError(f"peaks by model_id or family, not {by!r}")
     if not names:
         return {}
@@ -482,7 +486,7 @@ class Store:
         self, names: list[str], device: str, by: str = "model_id"
     ) -> dict[tuple[str, str], float]:
         """``peak_reserved_mb`` over this store."""
-        if not names:
+        if not names and by in PEAK_BY:
             return {}
         with self.connection(read_only=True) as con:
             return peak_reserved_mb(con, names, device, by)
