@@ -468,10 +468,12 @@ def _device(args) -> str:
     return device
 
 
-def make_plan(args, device: str, env_ids: dict[str, str]) -> Plan:
+def make_plan(args, device: str, env_ids: dict[str, str], specs: list | None = None) -> Plan:
+    """The plan of ``args``' cells; ``specs``: its models, where already selected."""
     from zoo.catalog import select
 
-    specs = select(args.models, args.module)
+    if specs is None:
+        specs = select(args.models, args.module)
     options = PlanOptions(
         backends=args.backends or DEFAULT_BACKENDS,
         modes=args.modes,
@@ -541,10 +543,10 @@ def _run(args, argv: list[str] | None) -> int:
             "say which models to run: --models PATTERNS (e.g. 'resnet*'; '*' for the whole "
             "catalogue, '@headline' or '@core' for a named selection) or --module FILE:CLASS"
         )
-    select(args.models, args.module)
+    specs = select(args.models, args.module)
     store = _open_store(args)
     env = environment.capture(device)
-    return _plan_and_execute(args, argv, env, store, console, out, device)
+    return _plan_and_execute(args, argv, env, store, console, out, device, specs=specs)
 
 
 def _arm_trace(args) -> None:
@@ -598,16 +600,20 @@ def _run_on_cluster(args, argv, console, out) -> int:
             console.print("--timing-cpus applies to cuda runs; ignored on cpu")
         cluster.start_nodes(paths, timing_cpus=args.timing_cpus if device == "cuda" else 0)
         store = _open_store(args)
-        return _plan_and_execute(args, argv, cluster.env, store, console, out, device, cluster)
+        return _plan_and_execute(
+            args, argv, cluster.env, store, console, out, device, cluster, specs=specs
+        )
     finally:
         cluster.shutdown()
 
 
-def _plan_and_execute(args, argv, env, store, console, out, device: str, cluster=None) -> int:
+def _plan_and_execute(
+    args, argv, env, store, console, out, device: str, cluster=None, specs=None
+) -> int:
     from runner import env as environment
     from runner.report import plan_lines
 
-    plan = make_plan(args, device, environment.fingerprints(env))
+    plan = make_plan(args, device, environment.fingerprints(env), specs)
     for line in plan.dropped:
         console.print(line)
     if store is not None:
