@@ -124,8 +124,8 @@ sample)
   rm -f "$R/smi.csv"
   while [ -n "$(chunk_pid)" ]; do
     t=$(date -u +%Y-%m-%dT%H:%M:%S.%3N)
-    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed "s/^/$t,gpu,/"
-    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
+    timeout 10 nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | sed "s/^/$t,gpu,/"
+    timeout 10 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits \
       | tr -d ' ' | sed "s/^/$t,/"
     sleep "${SMI_S:-5}"
   done >> "$R/smi.csv" 2>/dev/null
