@@ -9,8 +9,8 @@ A reading's cells are the rows of the runs in RUN_DIR (folders of exported runs)
 had started and not yet finished when it was taken. Each has two peaks: its row's own
 (the largest of its eager, compiled and float64 reference peaks reserved: what it
 reached this time), and the peak zoo-run had for it when it planned (the newest row of
-its model and step on the same GPU in ``--runs-dir``, the chunk's runs left out), where
-there is one. A process's context is the least it held in any reading (its CUDA context,
+its model and step on CUDA in ``--runs-dir``, the chunk's runs left out, whatever the
+card, as zoo-run plans), where there is one. A process's context is the least it held in any reading (its CUDA context,
 read before its first cell's model is on the GPU, or between cells).
 
 What it prints: the readings; the contexts; and for each margin, with each context, how
@@ -130,23 +130,19 @@ def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
     return spans, (sorted(gpus)[0] if len(gpus) == 1 else None)
 
 
-def add_planned(spans: list[Span], runs_dir: Path, chunk: set[str], gpu: str | None) -> None:
-    """Each span's peak as zoo-run had it when planning: the newest earlier row of its
-    model and step on ``gpu`` in ``runs_dir`` (``runner.store.db.peak_reserved_mb``),
-    the chunk's own runs (``chunk``: their folder names) left out."""
+def add_planned(spans: list[Span], runs_dir: Path, chunk: set[str]) -> None:
+    """Each span's peak as zoo-run had it when planning: its model's from the newest rows
+    of its cells on CUDA in ``runs_dir`` (``runner.store.db.peak_reserved_mb``, which
+    the planner reads from the chunk's database: the shipped runs merged), the chunk's own
+    runs (``chunk``: their folder names) left out. Like the planner, it does not ask on
+    which card a peak was reached: an H100 chunk plans with the H200's."""
     folders = [p for p in sorted(runs_dir.iterdir()) if p.is_dir() and p.name not in chunk]
-    if not folders or gpu is None or not spans:
+    results = [str(p / "results.parquet") for p in folders if (p / "results.parquet").exists()]
+    if not results or not spans:
         return
     con = duckdb.connect()
-    results = [str(p / "results.parquet") for p in folders if (p / "results.parquet").exists()]
-    environments = [
-        str(p / "environments.parquet") for p in folders if (p / "environments.parquet").exists()
-    ]
     con.execute(
-        "CREATE TABLE results AS SELECT r.* FROM read_parquet(?, union_by_name = true) r "
-        "WHERE r.env_id IN (SELECT env_id FROM read_parquet(?, union_by_name = true) "
-        "WHERE gpu = ?)",
-        [results, environments, gpu],
+        "CREATE TABLE results AS SELECT * FROM read_parquet(?, union_by_name = true)", [results]
     )
     columns = {
         name for (name,) in con.execute("SELECT column_name FROM (DESCRIBE results)").fetchall()
@@ -242,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.smi} holds no nvidia-smi readings of the card", file=sys.stderr)
         return 2
     spans, gpu = read_spans(args.runs)
-    add_planned(spans, args.runs_dir, {p.resolve().name for p in args.runs}, gpu)
+    add_planned(spans, args.runs_dir, {p.resolve().name for p in args.runs})
     first, last = readings[0].at, readings[-1].at
     counts = [len(under_way(spans, r.at)) for r in readings]
     beyond = sum(1 for r, n in zip(readings, counts, strict=True) if len(r.processes) > n)
