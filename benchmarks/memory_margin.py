@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from runner.schedule.memory import CONTEXT_GIB, PEAK_MARGIN  # noqa: E402
 from runner.store.db import peak_reserved_mb  # noqa: E402
 
-MARGINS = (1.0, 1.05, 1.1, 1.15, 1.2, PEAK_MARGIN)
+MARGINS = tuple(sorted({1.0, 1.05, 1.1, 1.15, 1.2, 1.25, PEAK_MARGIN}))
 
 
 @dataclass
