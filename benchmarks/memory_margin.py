@@ -98,7 +98,11 @@ def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
     for folder in run_dirs:
         results = folder / "results.parquet"
         if not results.exists():
-            raise SystemExit(f"error: {folder} has no results.parquet: name exported run folders")
+            print(
+                f"error: {folder} has no results.parquet: name exported run folders",
+                file=sys.stderr,
+            )
+            raise SystemExit(2)
         columns = {
             name
             for (name,) in con.execute(

@@ -728,3 +728,10 @@ def test_the_memory_margin_refuses_a_missing_readings_file(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "no file" in done.stderr and "smi.csv" in done.stderr
+    (tmp_path / "smi.csv").write_text("2026-12-06T10:00:05.000,gpu,1024\n")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "memory_margin.py"),
+         str(tmp_path / "smi.csv"), str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and "has no results.parquet" in done.stderr
