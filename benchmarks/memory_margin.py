@@ -90,48 +90,58 @@ def read_smi(path: Path) -> list[Reading]:
     )
 
 
+def _results(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
+    """The results parquet ``files`` as the table ``results`` in ``con``, with the
+    reference's peak column where rows older than schema 7 lack it."""
+    con.execute(
+        "CREATE TABLE results AS SELECT * FROM read_parquet(?, union_by_name = true)", [files]
+    )
+    columns = {
+        name for (name,) in con.execute("SELECT column_name FROM (DESCRIBE results)").fetchall()
+    }
+    if "reference_peak_reserved_mb" not in columns:
+        con.execute("ALTER TABLE results ADD COLUMN reference_peak_reserved_mb DOUBLE")
+
+
 def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
     """The rows of the runs in ``run_dirs`` with their times and peaks, and their GPU."""
-    con = duckdb.connect()
-    spans: list[Span] = []
-    gpus: set[str] = set()
     for folder in run_dirs:
-        results = folder / "results.parquet"
-        if not results.exists():
+        if not (folder / "results.parquet").exists():
             print(
                 f"error: {folder} has no results.parquet: name exported run folders",
                 file=sys.stderr,
             )
             raise SystemExit(2)
-        columns = {
-            name
-            for (name,) in con.execute(
-                "SELECT column_name FROM (DESCRIBE SELECT * FROM read_parquet(?))", [str(results)]
+    con = duckdb.connect()
+    _results(con, [str(folder / "results.parquet") for folder in run_dirs])
+    rows = con.execute(
+        "SELECT model_id, step, started_at, finished_at, "
+        "greatest(coalesce(eager_peak_reserved_mb, 0), coalesce(compiled_peak_reserved_mb, 0), "
+        "coalesce(reference_peak_reserved_mb, 0)) FROM results "
+        "WHERE started_at IS NOT NULL AND finished_at IS NOT NULL"
+    ).fetchall()
+    spans = [
+        Span(model_id, step, _utc(started), _utc(finished), peak_mb / 1024 if peak_mb else None)
+        for model_id, step, started, finished, peak_mb in rows
+    ]
+    environments = [
+        str(folder / "environments.parquet")
+        for folder in run_dirs
+        if (folder / "environments.parquet").exists()
+    ]
+    gpus = (
+        {
+            gpu
+            for (gpu,) in con.execute(
+                "SELECT DISTINCT gpu FROM read_parquet(?, union_by_name = true) "
+                "WHERE gpu IS NOT NULL",
+                [environments],
             ).fetchall()
         }
-        reference = (
-            "reference_peak_reserved_mb" if "reference_peak_reserved_mb" in columns else "NULL"
-        )
-        rows = con.execute(
-            "SELECT model_id, step, started_at, finished_at, "
-            "greatest(coalesce(eager_peak_reserved_mb, 0), coalesce(compiled_peak_reserved_mb, 0), "
-            f"coalesce({reference}, 0)) FROM read_parquet(?) "
-            "WHERE started_at IS NOT NULL AND finished_at IS NOT NULL",
-            [str(results)],
-        ).fetchall()
-        for model_id, step, started, finished, peak_mb in rows:
-            peak = peak_mb / 1024 if peak_mb else None
-            spans.append(Span(model_id, step, _utc(started), _utc(finished), peak))
-        environments = folder / "environments.parquet"
-        if environments.exists():
-            gpus.update(
-                gpu
-                for (gpu,) in con.execute(
-                    "SELECT DISTINCT gpu FROM read_parquet(?) WHERE gpu IS NOT NULL",
-                    [str(environments)],
-                ).fetchall()
-            )
-    return spans, (sorted(gpus)[0] if len(gpus) == 1 else None)
+        if environments
+        else set()
+    )
+    return spans, (next(iter(gpus)) if len(gpus) == 1 else None)
 
 
 def add_planned(spans: list[Span], runs_dir: Path, chunk: set[str]) -> None:
@@ -145,14 +155,7 @@ def add_planned(spans: list[Span], runs_dir: Path, chunk: set[str]) -> None:
     if not results or not spans:
         return
     con = duckdb.connect()
-    con.execute(
-        "CREATE TABLE results AS SELECT * FROM read_parquet(?, union_by_name = true)", [results]
-    )
-    columns = {
-        name for (name,) in con.execute("SELECT column_name FROM (DESCRIBE results)").fetchall()
-    }
-    if "reference_peak_reserved_mb" not in columns:
-        con.execute("ALTER TABLE results ADD COLUMN reference_peak_reserved_mb DOUBLE")
+    _results(con, results)
     peaks = peak_reserved_mb(con, sorted({s.model_id for s in spans}), "cuda", by="model_id")
     for span in spans:
         mb = peaks.get((span.model_id, span.step))
@@ -196,13 +199,12 @@ def _counted(
 
 
 def margin_table(
-    readings: list[Reading], spans: list[Span], context_gib: float, peak: str
+    counted: list[tuple[Reading, list[float], int]], context_gib: float
 ) -> list[tuple[float, int, int, float, float]]:
     """Per margin: (margin, readings counted, readings where the card held more than
     expected, the median and the largest of held / expected). Expected: each cell's peak
     x margin + ``context_gib``, and ``context_gib`` for each process beyond one per cell.
-    Held: the card's used memory."""
-    counted = _counted(readings, spans, peak)
+    Held: the card's used memory. ``counted``: ``_counted``'s readings."""
     rows = []
     for margin in MARGINS:
         ratios = [
@@ -216,13 +218,13 @@ def margin_table(
 
 
 def needed_margin(
-    readings: list[Reading], spans: list[Span], context_gib: float, peak: str, share: float
+    counted: list[tuple[Reading, list[float], int]], context_gib: float, share: float
 ) -> float | None:
     """The least margin under which the card held no more than expected (as in
     ``margin_table``) in all but ``1 - share`` of the counted readings."""
     needed = [
         (r.used_gib - context_gib * (len(peaks) + extra)) / sum(peaks)
-        for r, peaks, extra in _counted(readings, spans, peak)
+        for r, peaks, extra in counted
         if sum(peaks) > 0
     ]
     return quantile(needed, share) if needed else None
@@ -268,8 +270,9 @@ def main(argv: list[str] | None = None) -> int:
     if measured is not None:
         contexts_tried.append(("measured", measured))
     for peak in ("own", "planned"):
+        counted = _counted(readings, spans, peak)
         for label, context in contexts_tried:
-            rows = margin_table(readings, spans, context, peak)
+            rows = margin_table(counted, context)
             if not rows:
                 continue
             print()
@@ -282,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             for margin, count, over, median, most in rows:
                 print(f"| {margin:.2f} | {count} | {over} | {median:.2f} | {most:.2f} |")
             for share in (0.99, 1.0):
-                need = needed_margin(readings, spans, context, peak, share)
+                need = needed_margin(counted, context, share)
                 if need is not None:
                     print(f"Least margin covering {share:.0%} of the readings: {need:.2f}")
     return 0

@@ -10,9 +10,9 @@ minutes with one cell under way.
 What a cell is expected to take: its model's largest peak recorded on this device for
 the same step (``runner.store.db.Store.peak_reserved_mb``, set on the cell by the
 planner as ``EXPECTED_GIB``), else its family's largest, with a margin for what moves
-between runs and the CUDA context (``PEAK_MARGIN``, ``CONTEXT_GIB``); a family never recorded is expected to take what this
-run's finished cells took at their median (nothing before the first finishes: the
-first cells start as before). A cell that does not fit waits, first in line, while later cells that fit
+between runs and the CUDA context (``PEAK_MARGIN``, ``CONTEXT_GIB``); a family never
+recorded is expected to take what this run's finished cells took at their median
+(nothing before the first finishes: the first cells start as before). A cell that does not fit waits, first in line, while later cells that fit
 start; once it has waited a minute they start only where they leave it room
 (``MemoryBudget.kept_room``). It starts once its GPU has room for it, and always on an
 idle GPU.
