@@ -735,3 +735,19 @@ def test_the_memory_margin_refuses_a_missing_readings_file(tmp_path):
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert done.returncode == 2 and "has no results.parquet" in done.stderr
+
+
+def test_the_memory_margin_s_share_is_covered_by_the_value_it_names():
+    """Nearest rank: 99% of 80 readings is the largest (the 79th leaves 1.25% above it),
+    90% of 10 the 9th, 50% of 4 the 2nd; 100% is the largest."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import memory_margin
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    values = [float(v) for v in range(1, 81)]
+    assert memory_margin.quantile(values, 0.99) == 80.0
+    assert memory_margin.quantile(values[:10], 0.9) == 9.0
+    assert memory_margin.quantile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
+    assert memory_margin.quantile(values[:100], 1.0) == 80.0
+    assert memory_margin.quantile([5.0], 0.01) == 5.0
