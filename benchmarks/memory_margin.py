@@ -37,6 +37,7 @@ import duckdb
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from runner.matrix.results import PEAK_COLUMNS, largest_peak_sql  # noqa: E402
 from runner.schedule.memory import CONTEXT_GIB, PEAK_MARGIN  # noqa: E402
 from runner.store.db import peak_reserved_mb  # noqa: E402
 
@@ -92,16 +93,18 @@ def read_smi(path: Path) -> list[Reading]:
 
 
 def _results(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
-    """The results parquet ``files`` as the table ``results`` in ``con``, with the
-    reference's peak column where rows older than schema 7 lack it."""
+    """The results parquet ``files`` as the table ``results`` in ``con``, with every
+    peak column, empty where the rows are older than it (the reference's: schema 7; the
+    compile's: schema 10)."""
     con.execute(
         "CREATE TABLE results AS SELECT * FROM read_parquet(?, union_by_name = true)", [files]
     )
     columns = {
         name for (name,) in con.execute("SELECT column_name FROM (DESCRIBE results)").fetchall()
     }
-    if "reference_peak_reserved_mb" not in columns:
-        con.execute("ALTER TABLE results ADD COLUMN reference_peak_reserved_mb DOUBLE")
+    for column in PEAK_COLUMNS:
+        if column not in columns:
+            con.execute(f"ALTER TABLE results ADD COLUMN {column} DOUBLE")
 
 
 def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
@@ -116,9 +119,7 @@ def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
     con = duckdb.connect()
     _results(con, [str(folder / "results.parquet") for folder in run_dirs])
     rows = con.execute(
-        "SELECT model_id, step, started_at, finished_at, "
-        "greatest(coalesce(eager_peak_reserved_mb, 0), coalesce(compiled_peak_reserved_mb, 0), "
-        "coalesce(reference_peak_reserved_mb, 0)) FROM results "
+        f"SELECT model_id, step, started_at, finished_at, {largest_peak_sql()} FROM results "
         "WHERE started_at IS NOT NULL AND finished_at IS NOT NULL"
     ).fetchall()
     spans = [

@@ -174,9 +174,7 @@ class CellProtocol:
                     subject.cast()
                     program = step.program(subject.model)
                     eager, eager_once_s = self.eager_outputs(subject, step, program)
-                compiled = backend.compile(
-                    subject, step.program(subject.model), step.outputs, eager_once_s
-                )
+                compiled = self.compile(backend, step, subject, eager_once_s)
                 try:
                     self.measure_compiled(
                         backend, step, subject, program, compiled, reference, eager, eager_once_s
@@ -184,6 +182,32 @@ class CellProtocol:
                 finally:
                     compiled.close()
         self.result.status = PASS if self.result.accuracy_pass else FAIL_ACCURACY
+
+    def compile(
+        self, backend: Backend, step: Step, subject: Subject, eager_once_s: float
+    ) -> Compiled:
+        """``backend.compile``. On CUDA, where torch's allocator holds the compiled side's
+        memory, eager's cached blocks are released first (so that neighbours may use them
+        through the compile, the cell's longest phase), and the row records what the cell
+        holds going in (``resident_mb``) and what it reserved at its peak until the first
+        compiled call had run (``compile_peak_reserved_mb``), which a compile that fails
+        records too."""
+        watch = subject.on_cuda and backend.torch_allocated
+        if watch:
+            release_cached_memory()  # eager's outputs went to the host, its garbage collected
+            self.result.resident_mb = torch.cuda.memory_allocated(subject.device) / MB
+            torch.cuda.reset_peak_memory_stats(subject.device)
+        try:
+            return backend.compile(subject, step.program(subject.model), step.outputs, eager_once_s)
+        finally:
+            # Read after a failed compile too (an out-of-memory one says how far it got),
+            # never in place of its error: reading the allocator's counters launches
+            # nothing, and should it raise all the same, the row goes without the figure.
+            if watch:
+                with contextlib.suppress(Exception):
+                    self.result.compile_peak_reserved_mb = (
+                        torch.cuda.max_memory_reserved(subject.device) / MB
+                    )
 
     def measure_compiled(
         self,

@@ -20,6 +20,7 @@ from runner.schedule.memory import (
     Deferring,
     MemoryBudget,
     expected_gib,
+    observed_peak_mb,
     spread_by_need,
 )
 from runner.schedule.usage import Usage
@@ -148,6 +149,33 @@ def test_cells_start_beside_a_large_cell_whose_successor_waits_for_its_end(tmp_p
     assert fresh._backfilled == 0
 
 
+def test_a_compile_s_peak_counts_in_what_a_cell_is_expected_to_take(tmp_path):
+    """The first compiled call runs outside the lock's exclusive holds, its activations
+    beside the neighbours' (schema 10's ``compile_peak_reserved_mb``): where it is a row's
+    largest peak, the planner and the run's own median take it."""
+    store = Store.open(tmp_path / "zoo.duckdb")
+    run = RunRecord(command="zoo-run", label=None, env_id="env-a")
+    store.start_run(run)
+    model = "custom/toy_models:TinyMLP"
+    row = make_result(
+        "a",
+        model_id=model,
+        device="cuda",
+        eager_peak_reserved_mb=1_000,
+        compiled_peak_reserved_mb=2_000,
+        reference_peak_reserved_mb=3_000,
+        compile_peak_reserved_mb=6_000,
+        resident_mb=500,
+    )
+    store.write_results(run.run_id, [row])
+    assert store.peak_reserved_mb([model], "cuda") == {(model, "infer"): 6_000}
+    assert observed_peak_mb(row) == 6_000
+    # Rows recorded before schema 10 have none: the other peaks stand.
+    assert observed_peak_mb(replace(row, compile_peak_reserved_mb=None)) == 3_000
+    with store.connection(read_only=True) as con:
+        assert con.execute("SELECT resident_mb FROM results").fetchone() == (500,)
+
+
 def test_memory_bound_runs_say_so():
     usage = Usage(elapsed_s=60, workers=4, cells=10, cpus=2, cpu_busy=0.2, cpu_steal=0.0)
     assert "more --workers may go faster" in usage.bound()
@@ -198,8 +226,8 @@ def test_workers_are_kept_apart_by_memory_and_start_together_without_it(tmp_path
 
 def test_the_planner_expects_a_models_largest_recorded_peak(tmp_path):
     """A cell of a model recorded before carries what it reserved at its peak there, the
-    largest of the reference's, eager's and compiled's over the newest row of each of its cells, by step and
-    device; a model never recorded carries nothing."""
+    largest of the reference's, eager's and compiled's over the newest row of each of its
+    cells, by step and device; a model never recorded carries nothing."""
     store = Store.open(tmp_path / "zoo.duckdb")
     run = RunRecord(command="zoo-run", label=None, env_id="env-a")
     store.start_run(run)

@@ -133,6 +133,10 @@ class Sides:
 class Backend(ABC):
     """One backend's route for a cell (constructed inside the worker, per cell)."""
 
+    # Whether the compiled side's device memory is torch's allocator's (what its
+    # statistics read around the compile); not so for JAX's buffers.
+    torch_allocated: bool = True
+
     def __init__(self, ctx: CellContext) -> None:
         self.ctx = ctx
         self.config = ctx.cell.config

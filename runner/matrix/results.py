@@ -170,6 +170,15 @@ class CellResult:
     # reserved at its peak: often several times either side's, and what a parallel
     # sweep must leave room for (runner.schedule.memory)
     reference_peak_reserved_mb: float | None = None
+    # what the cell holds while it compiles, and what its compile reserved at its peak
+    # (CUDA, torch-allocated routes only): the memory allocated just before the compile,
+    # eager's cached blocks released (the weights, the inputs, a training step's
+    # gradients: what a cell under way holds through most of its wall), and the peak from
+    # there through the first compiled call, whose activations and Inductor's kernel
+    # benchmarks run outside the lock's exclusive holds, beside neighbours' peaks
+    # (docs/PERFORMANCE.md, "What still bounds an 80 GiB card")
+    resident_mb: float | None = None
+    compile_peak_reserved_mb: float | None = None
     # accuracy
     accuracy_ref_dtype: str | None = None
     max_abs_error: float | None = None
@@ -232,6 +241,22 @@ class CellResult:
             **cell.key_fields(),
             **values,
         )
+
+
+# The peaks a row records (MB reserved): its accuracy reference's, its compile's, and
+# its two sides' in the memory pass. A cell of the model is expected to reach the
+# largest of them (runner.schedule.memory, runner.store.db.peak_reserved_mb).
+PEAK_COLUMNS = (
+    "reference_peak_reserved_mb",
+    "compile_peak_reserved_mb",
+    "eager_peak_reserved_mb",
+    "compiled_peak_reserved_mb",
+)
+
+
+def largest_peak_sql() -> str:
+    """SQL for a results row's largest recorded peak (0 where it recorded none)."""
+    return "greatest(" + ", ".join(f"coalesce({c}, 0)" for c in PEAK_COLUMNS) + ")"
 
 
 def result_columns() -> list[str]:

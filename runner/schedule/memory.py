@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from runner.matrix.cells import Cell
-from runner.matrix.results import CellResult
+from runner.matrix.results import PEAK_COLUMNS, CellResult
 from zoo.custom import SUITE as CUSTOM
 
 # Cell.extra's entry: the GiB a cell is expected to take on its GPU.
@@ -168,15 +168,7 @@ def expected_gib(peak_reserved_mb: float) -> float:
 
 
 def observed_peak_mb(result: CellResult) -> float | None:
-    peaks = [
-        p
-        for p in (
-            result.eager_peak_reserved_mb,
-            result.compiled_peak_reserved_mb,
-            result.reference_peak_reserved_mb,
-        )
-        if p is not None and p > 0
-    ]
+    peaks = [p for p in (getattr(result, c, None) for c in PEAK_COLUMNS) if p is not None and p > 0]
     return max(peaks) if peaks else None
 
 

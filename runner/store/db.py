@@ -34,6 +34,7 @@ from runner.matrix.results import (
     TRIAGE_INTERRUPTED,
     CellResult,
     GraphBreak,
+    largest_peak_sql,
 )
 from runner.store.schema import (
     BREAK_COLUMNS,
@@ -81,7 +82,8 @@ def peak_reserved_mb(
 ) -> dict[tuple[str, str], float]:
     """(name, step) -> the largest memory a cell of the model (``by="family"``: of any
     model of the family) reserved at its peak on ``device``: its accuracy reference's,
-    eager's or compiled's, over the newest row of each of its cells (a cell whose newest
+    its compile's (schema 10), eager's or compiled's (``PEAK_COLUMNS``), over the newest
+    row of each of its cells (a cell whose newest
     row recorded none, an ``oom`` say, adds nothing). What a cell of it is expected to
     take there (``runner.schedule.memory``). Rows from before schema version 7 recorded
     no reference peak: theirs may be several times their eager one (a float64 copy
@@ -94,13 +96,10 @@ def peak_reserved_mb(
     if not names:
         return {}
     rows = con.execute(
-        f"WITH latest AS (SELECT {by} AS name, step, eager_peak_reserved_mb AS eager, "
-        "compiled_peak_reserved_mb AS compiled, "
-        "reference_peak_reserved_mb AS reference FROM results "
-        f"WHERE device = ? AND {by} IN (SELECT unnest(?::VARCHAR[])) "
+        f"WITH latest AS (SELECT {by} AS name, step, {largest_peak_sql()} AS peak "
+        f"FROM results WHERE device = ? AND {by} IN (SELECT unnest(?::VARCHAR[])) "
         f"QUALIFY {latest_row()}) "
-        "SELECT name, step, max(greatest(coalesce(eager, 0), coalesce(compiled, 0), "
-        "coalesce(reference, 0))) FROM latest GROUP BY ALL",
+        "SELECT name, step, max(peak) FROM latest GROUP BY ALL",
         [device, list(names)],
     ).fetchall()
     return {(name, step): peak for name, step, peak in rows if peak and peak > 0}

@@ -29,7 +29,7 @@ from runner.matrix.results import CROWDED, OOM, CellResult, GraphBreak, result_c
 
 DEFAULT_DB_PATH = Path("data/zoo.duckdb")
 DEFAULT_RUNS_DIR = Path("data/runs")
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # abandoned: the run's process died without finishing it (killed, the host rebooted);
 # a later run on its host found it so (runner.matrix.process) and counted its rows.
 RUN_STATUSES = ("running", "finished", "interrupted", "failed", "abandoned")
@@ -338,6 +338,14 @@ MIGRATIONS: list[tuple[int, tuple[Step, ...]]] = [
             # How crowded the host was while the cell was timed, and how fast it launched.
             "ALTER TABLE results ADD COLUMN timing_beside DOUBLE",
             "ALTER TABLE results ADD COLUMN host_launch_us DOUBLE",
+        ),
+    ),
+    (
+        10,
+        (
+            # What a cell holds while it compiles, and its compile's peak.
+            "ALTER TABLE results ADD COLUMN resident_mb DOUBLE",
+            "ALTER TABLE results ADD COLUMN compile_peak_reserved_mb DOUBLE",
         ),
     ),
 ]

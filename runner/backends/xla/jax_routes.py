@@ -124,6 +124,8 @@ class JaxRoute(Backend):
     """The ``xla`` and ``xla_export`` routes: cast precision, JAX compile and calls, the
     eager side timed in a process of its own."""
 
+    torch_allocated = False
+
     def __init__(self, ctx: CellContext) -> None:
         super().__init__(ctx)
         self.env = torchax.default_env()
