@@ -172,8 +172,8 @@ class CellResult:
     reference_peak_reserved_mb: float | None = None
     # what the cell holds while it compiles, and what its compile reserved at its peak
     # (CUDA, torch-allocated routes only): the memory allocated just before the compile,
-    # eager's cached blocks released (the weights, the inputs, a training step's
-    # gradients: what a cell under way holds through most of its wall), and the peak from
+    # eager's cached blocks released (the weights, the inputs, whatever else stays live:
+    # what a cell under way holds through most of its wall), and the peak from
     # there through the first compiled call, whose activations and Inductor's kernel
     # benchmarks run outside the lock's exclusive holds, beside neighbours' peaks
     # (docs/PERFORMANCE.md, "What still bounds an 80 GiB card")

@@ -83,9 +83,8 @@ def peak_reserved_mb(
     """(name, step) -> the largest memory a cell of the model (``by="family"``: of any
     model of the family) reserved at its peak on ``device``: its accuracy reference's,
     its compile's (schema 10), eager's or compiled's (``PEAK_COLUMNS``), over the newest
-    row of each of its cells (a cell whose newest
-    row recorded none, an ``oom`` say, adds nothing). What a cell of it is expected to
-    take there (``runner.schedule.memory``). Rows from before schema version 7 recorded
+    row of each of its cells (a cell whose newest row recorded none, an ``oom`` say, adds
+    nothing). What a cell of it is expected to take there (``runner.schedule.memory``). Rows from before schema version 7 recorded
     no reference peak: theirs may be several times their eager one (a float64 copy
     beside the model, activations four times autocast's) and is not guessed here (9
     cells of H200 run 09ca5fa0 whose recorded peaks were 2-14 GiB ran out of memory in
