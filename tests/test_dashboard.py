@@ -814,6 +814,10 @@ def test_model_detail_page(app):
     assert "eager median 1.67x its fastest sample" in warning
     assert "compiled median" not in warning  # its compiled side was quiet
     assert "first compiled call 4.25 s" in page  # compile and first run, lock waits excluded
+    # The peaks outside the memory pass, on the pass that has them; none on the error.
+    phases = "accuracy reference 900 MB reserved; into its compile 180 MB allocated; "
+    assert phases + "compile's peak 640 MB reserved" in page
+    assert page.count("accuracy reference ") == 1
     (latency,) = plotly_figures(at)
     assert [t.name for t in latency.data] == ["eager", "compiled"]
 

@@ -196,6 +196,24 @@ def _mb(value) -> str:
     return "–" if pd.isna(value) else f"{value:,.0f} MB"
 
 
+def _memory_phases(cell: dict) -> str:
+    """The peaks reserved outside the memory pass, where the row has them: the accuracy
+    reference's (schema 7), and what the cell held going into its compile and reserved
+    through it (schema 10), which the memory planner counts too."""
+    parts = []
+    if not _missing(cell.get("reference_peak_reserved_mb")):
+        parts.append(f"accuracy reference {_mb(cell['reference_peak_reserved_mb'])} reserved")
+    if not _missing(cell.get("resident_mb")):
+        parts.append(f"into its compile {_mb(cell['resident_mb'])} allocated")
+    if not _missing(cell.get("compile_peak_reserved_mb")):
+        parts.append(f"compile's peak {_mb(cell['compile_peak_reserved_mb'])} reserved")
+    return "; " + "; ".join(parts) if parts else ""
+
+
+def _missing(value) -> bool:
+    return value is None or pd.isna(value)
+
+
 def _number(value, fmt: str) -> str:
     return "–" if value is None or pd.isna(value) else fmt.format(value)
 
@@ -229,7 +247,7 @@ def cell_section(cell: dict) -> None:
         + gpu_time_line(cell)
         + f"- **Memory** (peak allocated / reserved): eager {_mb(cell['eager_peak_alloc_mb'])} / "
         f"{_mb(cell['eager_peak_reserved_mb'])}; compiled {_mb(cell['compiled_peak_alloc_mb'])} / "
-        f"{_mb(cell['compiled_peak_reserved_mb'])}\n"
+        f"{_mb(cell['compiled_peak_reserved_mb'])}" + _memory_phases(cell) + "\n"
         f"- **Accuracy**: {'pass' if cell['accuracy_pass'] else 'fail' if cell['accuracy_pass'] is False else '–'}"
         f" · max abs error {_number(cell['max_abs_error'], '{:.3g}')} · RMSE vs "
         f"{plain(cell['accuracy_ref_dtype'] or 'reference')} {_number(cell['rmse'], '{:.3g}')} "
