@@ -18,8 +18,12 @@ many readings found the card holding more than the cells under way were expected
 take (the rule under-expecting: where out-of-memory errors come from when cells peak
 together), and how far the card stood below the expectation at the median (room the
 rule keeps idle). Each process beyond one per cell under way (an idle worker, a retry or
-a triage job: they leave no row of their own) is expected to hold a context. Measures
-nothing itself: it reads what a chunk recorded.
+a triage job: they leave no row of their own) is expected to hold a context. Last,
+where the rows record what each cell held going into its compile (``resident_mb``,
+schema 10): how far above that the card stood, as a share of the room the cells' peaks
+take beyond it (how often cells peak together: what a gate admitting cells at their
+resident memory would keep room for). Measures nothing itself: it reads what a chunk
+recorded.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ class Span:
     finished: dt.datetime
     peak_gib: float | None  # its row's own
     planned_gib: float | None = None  # the peak the plan had for it
+    resident_gib: float | None = None  # held going into its compile (schema 10)
 
 
 def _utc(value: str | dt.datetime) -> dt.datetime:
@@ -94,15 +99,15 @@ def read_smi(path: Path) -> list[Reading]:
 
 def _results(con: duckdb.DuckDBPyConnection, files: list[str]) -> None:
     """The results parquet ``files`` as the table ``results`` in ``con``, with every
-    peak column, empty where the rows are older than it (the reference's: schema 7; the
-    compile's: schema 10)."""
+    peak column and ``resident_mb``, empty where the rows are older than it (the
+    reference's: schema 7; the compile's and the resident memory: schema 10)."""
     con.execute(
         "CREATE TABLE results AS SELECT * FROM read_parquet(?, union_by_name = true)", [files]
     )
     columns = {
         name for (name,) in con.execute("SELECT column_name FROM (DESCRIBE results)").fetchall()
     }
-    for column in PEAK_COLUMNS:
+    for column in (*PEAK_COLUMNS, "resident_mb"):
         if column not in columns:
             con.execute(f"ALTER TABLE results ADD COLUMN {column} DOUBLE")
 
@@ -119,12 +124,20 @@ def read_spans(run_dirs: list[Path]) -> tuple[list[Span], str | None]:
     con = duckdb.connect()
     _results(con, [str(folder / "results.parquet") for folder in run_dirs])
     rows = con.execute(
-        f"SELECT model_id, step, started_at, finished_at, {largest_peak_sql()} FROM results "
-        "WHERE started_at IS NOT NULL AND finished_at IS NOT NULL"
+        f"SELECT model_id, step, started_at, finished_at, {largest_peak_sql()}::DOUBLE, "
+        "resident_mb::DOUBLE "
+        "FROM results WHERE started_at IS NOT NULL AND finished_at IS NOT NULL"
     ).fetchall()
     spans = [
-        Span(model_id, step, _utc(started), _utc(finished), peak_mb / 1024 if peak_mb else None)
-        for model_id, step, started, finished, peak_mb in rows
+        Span(
+            model_id,
+            step,
+            _utc(started),
+            _utc(finished),
+            peak_mb / 1024 if peak_mb else None,
+            resident_gib=resident_mb / 1024 if resident_mb is not None else None,
+        )
+        for model_id, step, started, finished, peak_mb, resident_mb in rows
     ]
     environments = [
         str(folder / "environments.parquet")
@@ -235,6 +248,30 @@ def needed_margin(
     return quantile(needed, share) if needed else None
 
 
+def peak_room_in_use(
+    readings: list[Reading], spans: list[Span], context_gib: float
+) -> list[tuple[float, float]]:
+    """Per reading whose cells under way all record their resident memory and a peak
+    (schema 10): (the card's holding / (their resident memory + contexts), the share of
+    the room their peaks take beyond that which the card held, 0 where it held less). A
+    context for each process, as in ``margin_table``. How far cells reach their peaks
+    together: what a gate admitting cells at their resident memory would have to keep
+    room for (docs/PERFORMANCE.md, "What still bounds an 80 GiB card")."""
+    out = []
+    for reading in readings:
+        cells = under_way(spans, reading.at)
+        if not cells or any(s.resident_gib is None or s.peak_gib is None for s in cells):
+            continue
+        floor = sum(s.resident_gib for s in cells) + context_gib * max(  # type: ignore[misc]
+            len(cells), len(reading.processes)
+        )
+        room = sum(max(0.0, s.peak_gib - s.resident_gib) for s in cells)  # type: ignore[operator]
+        if floor <= 0 or room <= 0:
+            continue
+        out.append((reading.used_gib / floor, max(0.0, reading.used_gib - floor) / room))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("smi", type=Path, help="a chunk's smi.csv (benchmarks/resident.sh)")
@@ -298,6 +335,22 @@ def main(argv: list[str] | None = None) -> int:
                         f"Least margin covering {share:.0%} of the readings: {need:.2f} "
                         f"({covered} of {n})"
                     )
+    print()
+    in_use = peak_room_in_use(readings, spans, CONTEXT_GIB)
+    if not in_use:
+        print(
+            "Resident memory: no reading's cells all record resident_mb (schema 10; "
+            "older rows have none)."
+        )
+    else:
+        floors, shares = [f for f, _ in in_use], [s for _, s in in_use]
+        print(
+            f"Resident memory (resident_mb, schema 10), context {CONTEXT_GIB:.2f} GiB "
+            f"(CONTEXT_GIB): {len(in_use)} readings whose cells all record it; the card held "
+            f"a median {statistics.median(floors):.2f}x (at most {max(floors):.2f}x) their "
+            f"resident memory and contexts; of the room their peaks take beyond that, a "
+            f"median {statistics.median(shares):.2f} (at most {max(shares):.2f}) in use."
+        )
     return 0
 
 

@@ -650,21 +650,25 @@ def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path
     assert table["spread, backfilled"][0] == "13"
 
 
-def _margin_run(folder: Path, env_id: str, rows: list[tuple[str, str, str, float]]) -> None:
+def _margin_run(folder: Path, env_id: str, rows: list[tuple]) -> None:
     """An exported run folder (results and environments parquet) of ``rows``: (model,
-    started, finished, peak reserved MiB) on an H200."""
+    started, finished, peak reserved MiB[, resident MiB]) on an H200; without a resident
+    figure, the rows are schema 9's (no ``resident_mb`` column)."""
     folder.mkdir(parents=True)
+    resident = all(len(row) == 5 for row in rows)
     values = ", ".join(
-        f"('{folder.name}-{i}', '{folder.name}', 'cell-{model}', '{model}', 'infer', 'cuda', "
-        f"'{env_id}', 'pass', '', TIMESTAMP '2026-12-06 {finished}', '2026-12-06T{started}+00:00', "
-        f"'2026-12-06T{finished}+00:00', {peak}, NULL, NULL)"
-        for i, (model, started, finished, peak) in enumerate(rows)
+        f"('{folder.name}-{i}', '{folder.name}', 'cell-{row[0]}', '{row[0]}', 'infer', 'cuda', "
+        f"'{env_id}', 'pass', '', TIMESTAMP '2026-12-06 {row[2]}', '2026-12-06T{row[1]}+00:00', "
+        f"'2026-12-06T{row[2]}+00:00', {row[3]}, NULL, NULL"
+        + (f", {float(row[4])})" if resident else ")")
+        for i, row in enumerate(rows)
     )
     duckdb.sql(
         "COPY (SELECT * FROM (VALUES " + values + ") t(result_id, run_id, cell_key, model_id, "
         "step, device, env_id, status, notes, recorded_at, started_at, finished_at, "
-        "eager_peak_reserved_mb, compiled_peak_reserved_mb, reference_peak_reserved_mb)) "
-        f"TO '{folder / 'results.parquet'}' (FORMAT parquet)"
+        "eager_peak_reserved_mb, compiled_peak_reserved_mb, reference_peak_reserved_mb"
+        + (", resident_mb" if resident else "")
+        + f")) TO '{folder / 'results.parquet'}' (FORMAT parquet)"
     )
     duckdb.sql(
         f"COPY (SELECT '{env_id}' AS env_id, 'NVIDIA H200' AS gpu) "
@@ -677,13 +681,17 @@ def test_the_memory_margin_weighs_the_card_s_readings_against_the_rule(tmp_path)
     run before) and B (4 GiB both times), an idle worker beside them. The card held 17.5
     GiB while both ran with the idle worker: with a context of 1 GiB each, that is over
     what peaks x 1.00 expect (17) and under x 1.05 (17.7); the least margin that covers
-    every reading is (17.5 - 3) / 14 on this run's peaks, / 12 on the planned ones."""
+    every reading is (17.5 - 3) / 14 on this run's peaks, / 12 on the planned ones.
+    Going into their compiles A held 2 GiB and B 1 (schema 10's resident memory): with a
+    context a process, the card held 1.1 / 3, 17.5 / 6 and 9.5 / 4 of that in the three
+    readings with cells (median 2.375), and of the peaks' room beyond it (8 + 3, then 8)
+    none, 11.5 / 11 and 5.5 / 8 (median 0.6875)."""
     runs = tmp_path / "runs"
     _margin_run(runs / "before", "env-a", [("timm/a", "09:00:00", "09:01:00", 8192),
                                            ("timm/b", "09:00:00", "09:01:00", 4096)])  # fmt: skip
     chunk = tmp_path / "chunk" / "now"
-    _margin_run(chunk, "env-b", [("timm/a", "10:00:00", "10:01:00", 10240),
-                                 ("timm/b", "10:00:10", "10:00:50", 4096)])  # fmt: skip
+    _margin_run(chunk, "env-b", [("timm/a", "10:00:00", "10:01:00", 10240, 2048),
+                                 ("timm/b", "10:00:10", "10:00:50", 4096, 1024)])  # fmt: skip
     smi = tmp_path / "smi.csv"
     readings = {
         "10:00:05": {"gpu": 1.1, 101: 0.6},
@@ -719,6 +727,11 @@ def test_the_memory_margin_weighs_the_card_s_readings_against_the_rule(tmp_path)
     assert [c.strip() for c in rows["1.05"][:2]] == ["3", "0"]
     assert f"covering 100% of the readings: {(17.5 - 3) / 14:.2f}" in own
     assert f"covering 100% of the readings: {(17.5 - 3) / 12:.2f}" in planned
+    assert (
+        "3 readings whose cells all record it; the card held a median 2.38x (at most "
+        f"{17.5 / 6:.2f}x) their resident memory and contexts; of the room their peaks take "
+        f"beyond that, a median 0.69 (at most {11.5 / 11:.2f}) in use." in out
+    )
 
 
 def test_the_memory_margin_refuses_a_missing_readings_file(tmp_path):
