@@ -191,12 +191,16 @@ def under_way(spans: list[Span], at: dt.datetime) -> list[Span]:
     return [s for s in spans if s.started <= at < s.finished]
 
 
+def nearest_rank(n: int, q: float) -> int:
+    """The rank (1 to ``n``) of the least of ``n`` values that at least a share ``q`` of
+    them do not exceed: of 80 readings, 99% is the 80th, since the 79th leaves one in 80
+    (1.25%) above. (Rounding ``q`` x (n - 1) took the 79th, which covered 98.75%.)"""
+    return min(n, max(1, math.ceil(q * n - 1e-9)))
+
+
 def quantile(values: list[float], q: float) -> float:
-    """The least of ``values`` that at least a share ``q`` of them do not exceed (nearest
-    rank): of 80 readings, 99% is the 80th, since the 79th leaves one in 80 (1.25%) above.
-    (Rounding ``q`` x (n - 1) took the 79th, which covered 98.75%.)"""
-    ordered = sorted(values)
-    return ordered[min(len(ordered), max(1, math.ceil(q * len(ordered) - 1e-9))) - 1]
+    """``values`` at quantile ``q`` by nearest rank (``nearest_rank``)."""
+    return sorted(values)[nearest_rank(len(values), q) - 1]
 
 
 def _counted(
@@ -237,15 +241,18 @@ def margin_table(
 
 def needed_margin(
     counted: list[tuple[Reading, list[float], int]], context_gib: float, share: float
-) -> float | None:
+) -> tuple[float, int, int] | None:
     """The least margin under which the card held no more than expected (as in
-    ``margin_table``) in all but ``1 - share`` of the counted readings."""
+    ``margin_table``) in all but ``1 - share`` of the counted readings, with the rank of
+    the reading that sets it and how many readings it was chosen from."""
     needed = [
         (r.used_gib - context_gib * (len(peaks) + extra)) / sum(peaks)
         for r, peaks, extra in counted
         if sum(peaks) > 0
     ]
-    return quantile(needed, share) if needed else None
+    if not needed:
+        return None
+    return quantile(needed, share), nearest_rank(len(needed), share), len(needed)
 
 
 def peak_room_in_use(
@@ -329,10 +336,9 @@ def main(argv: list[str] | None = None) -> int:
             for share in (0.99, 1.0):
                 need = needed_margin(counted, context, share)
                 if need is not None:
-                    n = sum(1 for _, peaks, _ in counted if sum(peaks) > 0)
-                    covered = min(n, max(1, math.ceil(share * n - 1e-9)))
+                    margin, covered, n = need
                     print(
-                        f"Least margin covering {share:.0%} of the readings: {need:.2f} "
+                        f"Least margin covering {share:.0%} of the readings: {margin:.2f} "
                         f"({covered} of {n})"
                     )
     print()

@@ -200,13 +200,15 @@ def _memory_phases(cell: dict) -> str:
     """The peaks reserved outside the memory pass, where the row has them: the accuracy
     reference's (schema 7), and what the cell held going into its compile and reserved
     through it (schema 10), which the memory planner counts too."""
-    parts = []
-    if not _missing(cell.get("reference_peak_reserved_mb")):
-        parts.append(f"accuracy reference {_mb(cell['reference_peak_reserved_mb'])} reserved")
-    if not _missing(cell.get("resident_mb")):
-        parts.append(f"into its compile {_mb(cell['resident_mb'])} allocated")
-    if not _missing(cell.get("compile_peak_reserved_mb")):
-        parts.append(f"compile's peak {_mb(cell['compile_peak_reserved_mb'])} reserved")
+    parts = [
+        f"{what} {_mb(cell[column])} {how}"
+        for column, what, how in (
+            ("reference_peak_reserved_mb", "accuracy reference", "reserved"),
+            ("resident_mb", "into its compile", "allocated"),
+            ("compile_peak_reserved_mb", "compile's peak", "reserved"),
+        )
+        if not _missing(cell.get(column))
+    ]
     return "; " + "; ".join(parts) if parts else ""
 
 
@@ -215,7 +217,7 @@ def _missing(value) -> bool:
 
 
 def _number(value, fmt: str) -> str:
-    return "–" if value is None or pd.isna(value) else fmt.format(value)
+    return "–" if _missing(value) else fmt.format(value)
 
 
 def cell_section(cell: dict) -> None:

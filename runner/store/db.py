@@ -84,11 +84,11 @@ def peak_reserved_mb(
     model of the family) reserved at its peak on ``device``: its accuracy reference's,
     its compile's (schema 10), eager's or compiled's (``PEAK_COLUMNS``), over the newest
     row of each of its cells (a cell whose newest row recorded none, an ``oom`` say, adds
-    nothing). What a cell of it is expected to take there (``runner.schedule.memory``). Rows from before schema version 7 recorded
-    no reference peak: theirs may be several times their eager one (a float64 copy
-    beside the model, activations four times autocast's) and is not guessed here (9
-    cells of H200 run 09ca5fa0 whose recorded peaks were 2-14 GiB ran out of memory in
-    their float64 reference). ``con``: a connection to a store, or to any database with
+    nothing). What a cell of it is expected to take there (``runner.schedule.memory``).
+    Rows from before schema version 7 recorded no reference peak: theirs may be several
+    times their eager one (a float64 copy beside the model, activations four times
+    autocast's) and is not guessed here (9 cells of H200 run 09ca5fa0 whose recorded
+    peaks were 2-14 GiB ran out of memory in their float64 reference). ``con``: a connection to a store, or to any database with
     its results table (the shipped parquet loaded in memory, say)."""
     if by not in PEAK_BY:
         raise ValueError(f"peaks by model_id or family, not {by!r}")
