@@ -764,3 +764,26 @@ def test_the_memory_margin_s_share_is_covered_by_the_value_it_names():
     assert memory_margin.quantile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
     assert memory_margin.quantile(values[:100], 1.0) == 80.0
     assert memory_margin.quantile([5.0], 0.01) == 5.0
+
+
+def test_the_timing_budget_compares_a_window_with_all_pairs_and_with_the_rest():
+    """benchmarks/timing_budget.py, hand-computed: 40 pairs, compiled 1 ms throughout,
+    eager 2 ms for the first 10 and 3 ms after. The first quarter (10 pairs) reads 2.00x;
+    all 40 read a median eager of 3 ms, 3.00x; the 30 after it 3.00x. A second cell with
+    eager and compiled of unequal lengths (an XLA cell's blocks) whose rest is too short
+    on one side is left out of the comparison with the rest only."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import timing_budget
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    steady = ([2.0] * 10 + [3.0] * 30, [1.0] * 40)
+    uneven = ([2.0] * 40, [1.0] * 15)
+    assert timing_budget.differences([steady], 0.25, False) == [pytest.approx(1 / 3)]
+    assert timing_budget.differences([steady], 0.25, True) == [pytest.approx(1 / 3)]
+    # Half: 20 pairs, eager median (2+3)/2 = 2.5 ms against 3 after it and overall.
+    assert timing_budget.differences([steady], 0.5, True) == [pytest.approx(1 / 6)]
+    assert timing_budget.differences([steady, uneven], 0.25, False)[1] == pytest.approx(0.0)
+    assert len(timing_budget.differences([steady, uneven], 0.25, True)) == 1
+    # After the first quarter: 30 eager calls of 3 ms and 30 compiled of 1 ms.
+    assert timing_budget.saved_s([steady], 0.25) == [pytest.approx(0.12)]
