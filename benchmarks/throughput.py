@@ -8,14 +8,16 @@ combine. Prints cells/hour of each, their ratio, and how well per-cell speedups 
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --timing-cpus 2
     python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --quiet-timing
+    python benchmarks/throughput.py --phase parallel --out OUT --workers 8 --timing-s 0.5
     python benchmarks/throughput.py --phase report   --out OUT
 
 The parallel phase runs the cells the serial phase got through (``--all-cells``: every
 planned cell, for a steady rate beyond a dozen cells' tail of slow compiles) on every GPU
 CUDA_VISIBLE_DEVICES leaves visible. ``--timing-cpus N`` keeps N cores free of compiling
-workers for the timing (zoo-run's option of the same name). Each parallel variant (GPU
-count, reserved cores, all cells) is written to its own file and the report compares
-every one with the serial phase (run the serial phase with one GPU), and runs on several
+workers for the timing, and ``--timing-s S`` times each cell in an S-second window
+instead of the protocol's (zoo-run's options of the same names). Each parallel variant
+(GPU count, reserved cores, timing window, all cells) is written to its own file and the
+report compares every one with the serial phase (run the serial phase with one GPU), and runs on several
 GPUs (or GPU slots) also with the one-GPU parallel run. ``--slots-per-gpu 2`` runs the
 multi-GPU code path on one GPU: workers pinned to two slots of the same GPU, which share
 its lock. ``--db PATH`` also records each phase's cells as a run (label
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import statistics
 import sys
@@ -55,6 +58,7 @@ def _cells(args):
         precisions=(args.precision or ("bf16" if device == "cuda" else "fp32"),),
         steps=("infer",),
         device=device,
+        timing_s=args.timing_s,
     )
     env = environment.capture(device)
     cells = plan_cells(select(args.models.split(",")), options, environment.fingerprints(env)).cells
@@ -232,6 +236,8 @@ def _phase_name(args, gpus: int) -> str:
         name += f"-timing-cpus{args.timing_cpus}"
     if args.quiet_timing:
         name += "-quiet-timing"
+    if args.timing_s is not None:
+        name += f"-timing-s{args.timing_s:g}"
     return (name + "-all-cells" if args.all_cells else name) + tag
 
 
@@ -553,6 +559,14 @@ def main() -> None:
         help="parallel: treat each GPU as this many GPU slots (workers pinned per slot, "
         "one lock per GPU): the multi-GPU code path on one GPU",
     )
+    parser.add_argument(
+        "--timing-s",
+        type=float,
+        default=None,
+        help="parallel: each cell's timing window (zoo-run's --timing-s; default the "
+        "protocol's); set against the serial phase, timed in the protocol's, the report "
+        "says whether a shorter window keeps the agreement",
+    )
     parser.add_argument("--limit-s", type=float, default=500.0)
     parser.add_argument(
         "--db",
@@ -569,6 +583,13 @@ def main() -> None:
         "far two runs of the same cells agree when nothing differs)",
     )
     args = parser.parse_args()
+    if args.timing_s is not None and not (math.isfinite(args.timing_s) and args.timing_s > 0):
+        parser.error(f"--timing-s must be a finite number, positive; got {args.timing_s}")
+    if args.timing_s is not None and args.phase != "parallel":
+        parser.error(
+            "--timing-s is for a parallel phase: the serial one keeps the protocol's "
+            "window, the reference the report compares with"
+        )
     args.out.mkdir(parents=True, exist_ok=True)
     if args.phase == "report":
         _report(args.out)

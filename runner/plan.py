@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from runner.backends import registry as backends
 from runner.matrix.axes import AUTOTUNE_MODES, SIZED_SUITES, base_mode
-from runner.matrix.cells import Cell, CellConfig
+from runner.matrix.cells import TIMING_S, Cell, CellConfig
 from runner.matrix.phases import BUILD
 from runner.matrix.results import CROWDED, OOM, RETRY_STATUSES, CellResult
 from runner.measure import tuning
@@ -55,6 +55,9 @@ class PlanOptions:
     batch_size: int | None = None
     seq_len: int | None = None
     timeout_s: float | None = None
+    # A timing window in place of the protocol's (``zoo-run --timing-s``); None: the
+    # protocol's (``runner.measure.timing.TIMING_PLANS``).
+    timing_s: float | None = None
     size: str = "full"
     # Whether the size was asked for (``--size``) rather than the device's default:
     # only then does the plan say which models have one size and ignore it.
@@ -222,6 +225,7 @@ def plan_cells(
                     if isinstance(env_id, str)
                     else env_id[backends.process_kind(config.backend)],
                     timeout_s=options.timeout_s or default_timeout_s(config),
+                    extra={} if options.timing_s is None else {TIMING_S: options.timing_s},
                 )
             )
     if options.columns is not None:

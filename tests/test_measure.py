@@ -822,3 +822,19 @@ def test_the_launch_canary_is_read_through_the_timed_calls_and_its_median_kept()
     assert len(canary.readings) == 4
     assert all(0.01 < reading < 10_000 for reading in canary.readings)
     assert result.host_launch_us == pytest.approx(statistics.median(canary.readings), abs=1e-3)
+
+
+def test_a_timing_window_scales_its_cap_on_pairs_with_it():
+    """The protocol's plans, and a window asked for: a quarter of the CUDA window caps
+    the pairs at a quarter of 200, never below the minimum; the protocol's own window
+    is the protocol's plan and says nothing."""
+    from runner.measure.timing import TIMING_PLANS, TimingPlan, plan_for, window_note
+
+    assert plan_for("cuda") == plan_for("cuda", 2.0) == TIMING_PLANS["cuda"]
+    assert plan_for("cuda", 0.5) == TimingPlan(10, 50, 0.5)
+    assert plan_for("cuda", 0.01) == TimingPlan(10, 10, 0.01)
+    assert plan_for("cpu", 4.0) == TimingPlan(5, 800, 4.0)
+    assert window_note("cuda", None) is None and window_note("cpu", 1.0) is None
+    assert window_note("cuda", 0.5) == (
+        "timed in a 0.5 s window (zoo-run --timing-s), not the protocol's 2 s"
+    )

@@ -175,6 +175,25 @@ def test_one_inductor_cell(tmp_path):
     assert r["graph_break_count"] == 0 and r["accuracy_pass"]
 
 
+def test_a_shorter_timing_window_times_fewer_pairs_and_says_so(tmp_path):
+    """--timing-s: the same eager cell on the CPU timed in the protocol's 1 s window and
+    in a 0.05 s one. The short window stops at the minimum of 5 pairs (a tiny model's
+    pair takes a few milliseconds here, so the 1 s window takes many more), and its row
+    says it was timed so; the protocol's row says nothing of it."""
+    protocol, short = tmp_path / "protocol.duckdb", tmp_path / "short.duckdb"
+    args = ["--models", "test_resnet", "--backends", "eager", "--device", "cpu"]
+    assert main([*args, "--db", str(protocol)]) == 0
+    assert main([*args, "--timing-s", "0.05", "--db", str(short)]) == 0
+    (full,) = rows(protocol)
+    (brief,) = rows(short)
+    assert full["status"] == brief["status"] == "pass"
+    assert len(brief["eager_samples_ms"]) < len(full["eager_samples_ms"])
+    assert len(brief["eager_samples_ms"]) == len(brief["compiled_samples_ms"]) >= 5
+    assert "timing-s" not in (full["notes"] or "")
+    assert "timed in a 0.05 s window (zoo-run --timing-s), not the protocol's 1 s" in brief["notes"]
+    assert brief["cell_key"] == full["cell_key"]
+
+
 def test_dry_run_prints_plan_and_drops_without_touching_the_db(tmp_path, capsys):
     db = tmp_path / "zoo.duckdb"
     args = ["--models", "test_resnet,test_vit", "--backends", "inductor,cudagraphs,eager"]
@@ -288,6 +307,8 @@ def test_a_named_config_set_plans_its_columns_per_model(tmp_path, capsys):
         (["--models", "test_resnet", "--timeout", "nan"], "must be a finite number, positive"),
         (["--models", "test_resnet", "--timeout", "inf"], "must be a finite number, positive"),
         (["--models", "test_resnet", "--timeout", "soon"], "is not a number"),
+        (["--models", "test_resnet", "--timing-s", "0"], "must be a finite number, positive"),
+        (["--models", "test_resnet", "--timing-s", "inf"], "must be a finite number, positive"),
         (["--models", "test_resnet", "--compile-threads", "0"], "'auto' or a whole number"),
         (["--models", "test_resnet", "--compile-threads", "many"], "'auto' or a whole number"),
         (["--models", "test_resnet", "--compile-threads", "2.5"], "'auto' or a whole number"),

@@ -34,6 +34,7 @@ from runner.measure.timing import (
     record_timing,
     repeat,
     warm_up,
+    window_note,
 )
 
 
@@ -192,7 +193,10 @@ class Backend(ABC):
             canary.tick()
             return timer(sides.eager), timer(sides.compiled_run)
 
-        pairs = repeat(pair, plan_for(subject.device.type))
+        window = subject.cell.timing_s
+        if note := window_note(subject.device.type, window):
+            self.ctx.note(note)
+        pairs = repeat(pair, plan_for(subject.device.type, window))
         canary.record(self.ctx.result)
         record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
 

@@ -318,6 +318,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="per cell; default 300, 900 for max-autotune modes",
     )
+    cell.add_argument(
+        "--timing-s",
+        type=_positive(float),
+        default=None,
+        metavar="SECONDS",
+        help="how long each cell times its interleaved eager and compiled calls, after "
+        "at least 10 pairs (5 on cpu); default 2 on cuda, 1 on cpu. A shorter window "
+        "runs a sweep faster; the rows say they were timed so",
+    )
     run = parser.add_argument_group("run")
     run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"default {DEFAULT_DB}")
     run.add_argument("--force", action="store_true", help="rerun cells already recorded")
@@ -484,6 +493,7 @@ def make_plan(args, device: str, env_ids: dict[str, str], specs: list | None = N
         batch_size=args.batch_size,
         seq_len=args.seq_len,
         timeout_s=args.timeout,
+        timing_s=args.timing_s,
         size=args.size or ("full" if device == "cuda" else "tiny"),
         size_asked=args.size is not None,
         max_params=args.max_params,

@@ -19,6 +19,9 @@ RUN_BATCH = "batch_size_run"
 # ``Cell.extra``'s entry counting the retries at the same batch of a cell that ran out of
 # memory while other processes held most of the device's (``runner.plan.smaller_batch``).
 CROWDED_RETRIES = "crowded_retries"
+# ``Cell.extra``'s entry for a timing window the run asked for (``zoo-run --timing-s``)
+# in place of the protocol's (``runner.measure.timing.TIMING_PLANS``).
+TIMING_S = "timing_s"
 # The fields of a cell's key, in the order they are hashed.
 KEY_FIELDS = (
     "model_id",
@@ -97,6 +100,11 @@ class Cell:
     @property
     def crowded_retries(self) -> int:
         return self.extra.get(CROWDED_RETRIES, 0)
+
+    @property
+    def timing_s(self) -> float | None:
+        """The timing window the run asked for; None: the protocol's."""
+        return self.extra.get(TIMING_S)
 
     def crowded_retry(self) -> Cell:
         """This cell again at the same batch, after running out of memory beside other

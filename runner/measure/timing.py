@@ -68,8 +68,24 @@ class TimingPlan:
 TIMING_PLANS = {"cuda": TimingPlan(10, 200, 2.0), "cpu": TimingPlan(5, 200, 1.0)}
 
 
-def plan_for(device_type: str) -> TimingPlan:
-    return TIMING_PLANS["cuda" if device_type == "cuda" else "cpu"]
+def plan_for(device_type: str, seconds: float | None = None) -> TimingPlan:
+    """The protocol's plan on ``device_type``; with ``seconds`` (``zoo-run --timing-s``),
+    a window that long, its cap on pairs scaled alike (a quarter of the window, a quarter
+    of the pairs a fast cell takes), never under the minimum."""
+    plan = TIMING_PLANS["cuda" if device_type == "cuda" else "cpu"]
+    if seconds is None or seconds == plan.budget_s:
+        return plan
+    cap = max(plan.min_pairs, round(plan.max_pairs * seconds / plan.budget_s))
+    return TimingPlan(plan.min_pairs, cap, seconds)
+
+
+def window_note(device_type: str, seconds: float | None) -> str | None:
+    """What a row timed in a window other than the protocol's says; None for the
+    protocol's."""
+    plan = TIMING_PLANS["cuda" if device_type == "cuda" else "cpu"]
+    if seconds is None or seconds == plan.budget_s:
+        return None
+    return f"timed in a {seconds:g} s window (zoo-run --timing-s), not the protocol's {plan.budget_s:g} s"
 
 
 def warm_up(call: Callable[[], Any], calls: int = WARMUPS, seconds: float = WARMUP_S) -> None:
