@@ -139,13 +139,10 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     assert all(0 <= float(start) <= float(end) <= record["elapsed_s"] for *_, start, end in holds)
     assert "GPU lock held, share of each 30 s" in report
 
-    # The same cells in a 0.1 s timing window: a phase of its own, whose cells hold the
-    # lock to time for less than the protocol's 1 s each.
+    # The same cells in a 0.1 s timing window: a phase of its own, in the report.
     _benchmark("--phase", "parallel", "--workers", "2", "--timing-s", "0.1", *common)
     short = json.loads((tmp_path / "parallel-timing-s0.1.json").read_text())
     assert len(short["cells"]) == 2
-    timed = short["usage"]["lock_held_s"]["cpu"]["timing"]
-    assert timed < 1.0 < record["usage"]["lock_held_s"]["cpu"]["timing"]
     assert "parallel-timing-s0.1: " in _benchmark("--phase", "report", "--out", str(tmp_path))
 
     runs = rows(tmp_path / "zoo.duckdb", "SELECT * FROM runs ORDER BY label")
@@ -156,12 +153,14 @@ def test_phases_run_real_cells_and_record_them_as_runs(tmp_path):
     ]
     results = rows(tmp_path / "zoo.duckdb")
     assert len(results) == 6 and {r["status"] for r in results} == {"pass"}
-    # Only the short window's rows say how they were timed.
+    # Only the short window's rows say how they were timed, and they took at least the
+    # CPU's minimum of 5 pairs and at most its cap at a tenth of the 1 s window (20).
     said = [r for r in results if "--timing-s" in (r["notes"] or "")]
     assert {r["run_id"] for r in said} == {
         r["run_id"] for r in runs if r["label"] == "throughput-parallel-timing-s0.1"
     }
     assert len(said) == 2
+    assert all(5 <= len(r["eager_samples_ms"]) <= 20 for r in said)
 
 
 def test_a_run_is_also_compared_with_the_serial_run_on_its_own_gpu(tmp_path):
