@@ -85,7 +85,10 @@ def window_note(device_type: str, seconds: float | None) -> str | None:
     plan = TIMING_PLANS["cuda" if device_type == "cuda" else "cpu"]
     if seconds is None or seconds == plan.budget_s:
         return None
-    return f"timed in a {seconds:g} s window (zoo-run --timing-s), not the protocol's {plan.budget_s:g} s"
+    return (
+        f"timed in a {seconds:g} s window (zoo-run --timing-s), "
+        f"not the protocol's {plan.budget_s:g} s"
+    )
 
 
 def warm_up(call: Callable[[], Any], calls: int = WARMUPS, seconds: float = WARMUP_S) -> None:
