@@ -18,9 +18,9 @@ workers for the timing, and ``--timing-s S`` times each cell in an S-second wind
 instead of the protocol's (zoo-run's options of the same names). Each parallel variant
 (GPU count, reserved cores, timing window, all cells) is written to its own file and the
 report compares every one with the serial phase (run the serial phase with one GPU),
-and runs on several GPUs (or GPU slots) also with the one-GPU parallel run. ``--slots-per-gpu 2`` runs the
-multi-GPU code path on one GPU: workers pinned to two slots of the same GPU, which share
-its lock. ``--db PATH`` also records each phase's cells as a run (label
+and runs on several GPUs (or GPU slots) also with the one-GPU parallel run.
+``--slots-per-gpu 2`` runs the multi-GPU code path on one GPU: workers pinned to two
+slots of the same GPU, which share its lock. ``--db PATH`` also records each phase's cells as a run (label
 ``throughput-<phase>``) in a zoo-matrix database, so that the GPU time a benchmark
 takes also yields results (``zoo-export`` them to ship).
 """

@@ -29,6 +29,7 @@ from runner.measure.tensors import host_tensors
 from runner.measure.timing import (
     HELD_WARMUPS,
     HostCanary,
+    TimingPlan,
     event_timer,
     plan_for,
     record_timing,
@@ -193,12 +194,17 @@ class Backend(ABC):
             canary.tick()
             return timer(sides.eager), timer(sides.compiled_run)
 
+        pairs = repeat(pair, self.timing_plan(subject))
+        canary.record(self.ctx.result)
+        record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
+
+    def timing_plan(self, subject: Subject) -> TimingPlan:
+        """How many pairs to time: the protocol's plan, or the window the run asked for
+        (``zoo-run --timing-s``), which the row's notes then name."""
         window = subject.cell.timing_s
         if note := window_note(subject.device.type, window):
             self.ctx.note(note)
-        pairs = repeat(pair, plan_for(subject.device.type, window))
-        canary.record(self.ctx.result)
-        record_timing(self.ctx.result, [e for e, _ in pairs], [c for _, c in pairs])
+        return plan_for(subject.device.type, window)
 
     def profile(self, sides: Sides) -> None:
         """One profiled call of each side, inside the timed hold, after timing."""

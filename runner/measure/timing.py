@@ -82,12 +82,12 @@ def plan_for(device_type: str, seconds: float | None = None) -> TimingPlan:
 def window_note(device_type: str, seconds: float | None) -> str | None:
     """What a row timed in a window other than the protocol's says; None for the
     protocol's."""
-    plan = TIMING_PLANS["cuda" if device_type == "cuda" else "cpu"]
-    if seconds is None or seconds == plan.budget_s:
+    protocol = plan_for(device_type)
+    if plan_for(device_type, seconds) == protocol:
         return None
     return (
         f"timed in a {seconds:g} s window (zoo-run --timing-s), "
-        f"not the protocol's {plan.budget_s:g} s"
+        f"not the protocol's {protocol.budget_s:g} s"
     )
 
 

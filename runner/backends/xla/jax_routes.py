@@ -54,12 +54,10 @@ from runner.measure.timing import (
     REWARM_CALLS,
     HostCanary,
     alternate_blocks,
-    plan_for,
     record_timing,
     synced_timer,
     timed_block,
     warm_up,
-    window_note,
 )
 
 TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
@@ -273,11 +271,8 @@ class JaxRoute(Backend):
 
         ctx.phase = TIMING
         warm_up(lambda: (sides.compiled_run(), sides.subject.sync()))
-        window = sides.subject.cell.timing_s
-        if note := window_note(sides.subject.device.type, window):
-            ctx.note(note)
         eager, compiled = alternate_blocks(
-            eager_block, xla_block, plan_for(sides.subject.device.type, window), BASELINE_BLOCK
+            eager_block, xla_block, self.timing_plan(sides.subject), BASELINE_BLOCK
         )
         canary.record(ctx.result)
         ctx.phase = EAGER_BASELINE
