@@ -175,11 +175,14 @@ def test_one_inductor_cell(tmp_path):
     assert r["graph_break_count"] == 0 and r["accuracy_pass"]
 
 
-def test_a_shorter_timing_window_times_fewer_pairs_and_says_so(tmp_path):
+def test_a_shorter_timing_window_stops_where_its_window_ends_and_says_so(tmp_path):
     """--timing-s: the same eager cell on the CPU timed in the protocol's 1 s window and
-    in a 0.05 s one. The short window stops at the minimum of 5 pairs (a tiny model's
-    pair takes a few milliseconds here, so the 1 s window takes many more), and its row
-    says it was timed so; the protocol's row says nothing of it."""
+    in a 0.05 s one. How many pairs either takes depends on how loaded the host is (on
+    a crowded CI machine a pair took up to 0.7 s, and both stopped at the minimum of 5),
+    but not when the short one stops: a pair after the 5th starts only while less than
+    0.05 s has passed, so the pairs before its last took less than that, and there are
+    at most 10 (its cap: 200 for 1 s, scaled). Its row says it was timed so; the
+    protocol's row says nothing of it."""
     protocol, short = tmp_path / "protocol.duckdb", tmp_path / "short.duckdb"
     args = ["--models", "test_resnet", "--backends", "eager", "--device", "cpu"]
     assert main([*args, "--db", str(protocol)]) == 0
@@ -187,8 +190,9 @@ def test_a_shorter_timing_window_times_fewer_pairs_and_says_so(tmp_path):
     (full,) = rows(protocol)
     (brief,) = rows(short)
     assert full["status"] == brief["status"] == "pass"
-    assert len(brief["eager_samples_ms"]) < len(full["eager_samples_ms"])
-    assert len(brief["eager_samples_ms"]) == len(brief["compiled_samples_ms"]) >= 5
+    eager, compiled = brief["eager_samples_ms"], brief["compiled_samples_ms"]
+    assert 5 <= len(eager) == len(compiled) <= 10
+    assert len(eager) == 5 or sum(eager[:-1]) + sum(compiled[:-1]) < 50.0
     assert "timing-s" not in (full["notes"] or "")
     assert "timed in a 0.05 s window (zoo-run --timing-s), not the protocol's 1 s" in brief["notes"]
     assert brief["cell_key"] == full["cell_key"]
