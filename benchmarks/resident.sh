@@ -19,9 +19,7 @@
 # ps.txt. The chunk's database and log live in
 # $RESIDENT_DIR (default /tmp/resident), which must survive between the calls.
 #
-# Where duckdb or torchax do not import and .whl/ holds wheels (../shared/GPU.md: the
-# GPU machine lacks both), they are installed into /tmp/site and put on PYTHONPATH, and this
-# checkout is installed (editable) when `runner` does not import from it.
+# benchmarks/gpu_env.sh makes duckdb, torchax and this checkout importable there.
 set -u
 T0=$(date +%s)
 R=${RESIDENT_DIR:-/tmp/resident}
@@ -29,20 +27,8 @@ OUT=${OUT:?set OUT to the folder whose files come back}
 mkdir -p "$R" "$OUT"
 elapsed() { echo $(( $(date +%s) - T0 )); }
 
-setup() {
-  if compgen -G ".whl/*.whl" > /dev/null && ! python3 -c 'import duckdb, torchax' 2>/dev/null; then
-    if [ ! -d /tmp/site/duckdb ]; then
-      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || exit 3
-    fi
-    export PYTHONPATH=/tmp/site
-  fi
-  here=$(python3 -c 'import os, runner; print(os.path.dirname(os.path.dirname(runner.__file__)))' 2>/dev/null)
-  if [ "$here" != "$PWD" ]; then
-    python3 -m pip install -q --no-index --no-deps --no-build-isolation -e . > /dev/null || exit 3
-  fi
-  export PYTHONUNBUFFERED=1
-}
+# shellcheck source=benchmarks/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
 
 # This chunk's processes, by its database (other chunks may run beside it).
 chunk_pid() { pgrep -f "benchmarks/sweep_chunk.py --seconds [0-9.]+ --db $R/zoo.duckdb" | head -1; }
