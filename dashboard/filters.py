@@ -26,7 +26,9 @@ MORE_KEY = "_more_filters"
 SEARCH_MAX_CHARS = 100
 # Shown first in the sidebar; the rest sit under "More filters".
 MAIN_FILTERS = ("status", "family", "backend", "mode")
-MORE_FILTERS = ("suite", "step", "dynamic", "precision", "size", "device", "bound", "timing", "run")
+MORE_FILTERS = (
+    "suite", "step", "dynamic", "precision", "size", "device", "gpu", "bound", "timing", "run",
+)  # fmt: skip
 LABELS = {
     "status": "Status",
     "family": "Family",
@@ -38,6 +40,7 @@ LABELS = {
     "precision": "Precision",
     "size": "Size",
     "device": "Device",
+    "gpu": "GPU (the card a CUDA cell ran on)",
     "bound": "Launch- or GPU-bound (eager wall vs GPU busy time)",
     "timing": f"Timing disturbed (a median {DISTURBED_RATIO:g}x its fastest sample or more)",
     "run": "Run or label",
@@ -68,6 +71,7 @@ class Filters:
     step: tuple[str, ...] = ()
     size: tuple[str, ...] = ()
     device: tuple[str, ...] = ()
+    gpu: tuple[str, ...] = ()
     bound: tuple[str, ...] = ()
     timing: tuple[str, ...] = ()
 

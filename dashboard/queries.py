@@ -217,6 +217,8 @@ SELECT
     coalesce(list(DISTINCT step ORDER BY step) FILTER (WHERE step IS NOT NULL), []) AS step,
     coalesce(list(DISTINCT size ORDER BY size) FILTER (WHERE size IS NOT NULL), []) AS size,
     coalesce(list(DISTINCT device ORDER BY device) FILTER (WHERE device IS NOT NULL), []) AS device,
+    coalesce(list(DISTINCT gpu ORDER BY gpu) FILTER (WHERE device = 'cuda' AND gpu <> ''), [])
+        AS gpu,
     coalesce(list(DISTINCT bound ORDER BY bound) FILTER (WHERE bound IS NOT NULL), []) AS bound,
     coalesce(list(DISTINCT timing ORDER BY timing) FILTER (WHERE timing IS NOT NULL), [])
         AS timing,

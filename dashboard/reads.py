@@ -37,6 +37,7 @@ FACET_COLUMNS = (
     "step",
     "size",
     "device",
+    "gpu",
     "bound",
     "timing",
 )

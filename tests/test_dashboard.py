@@ -1000,7 +1000,8 @@ def test_device_and_size_are_facets_of_rows_not_config_suffixes(tmp_path, monkey
 
 def test_a_row_measured_on_another_gpu_is_a_row_of_its_own(tmp_path, monkeypatch):
     """A user's own run on another card beside the shipped H200 results: newer, it
-    still never stands in for the H200's cell; the GPU's name labels both rows."""
+    still never stands in for the H200's cell; the GPU's name labels both rows, and the
+    GPU filter keeps one card's."""
     runs_dir, db_path = build(tmp_path)
     store = Store.open(db_path)
     store.record_environment(dict(ENV, env_id="env-h100", gpu="NVIDIA H100 80GB HBM3"))
@@ -1014,6 +1015,15 @@ def test_a_row_measured_on_another_gpu_is_a_row_of_its_own(tmp_path, monkeypatch
     rows = re.findall(r'<a class="model" href="([^"]+)">([^<]+)</a>', matrix_page(at))
     names = [name for _, name in rows if name.startswith("timm/resnet18")]
     assert names == ["timm/resnet18 · NVIDIA H100 80GB HBM3", "timm/resnet18 · NVIDIA H200"]
+    # The GPU filter shows one card's rows (shipped H100 rows need not double every row).
+    one_card = _app_on((runs_dir, db_path), monkeypatch)
+    one_card.query_params["gpu"] = "NVIDIA H200"
+    at = no_exception(one_card.run())
+    assert at.multiselect(key="gpu").options == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    assert at.multiselect(key="gpu").value == ["NVIDIA H200"]
+    rows = re.findall(r'<a class="model" href="([^"]+)">([^<]+)</a>', matrix_page(at))
+    names = [name for _, name in rows if name.startswith("timm/resnet18")]
+    assert names == ["timm/resnet18 · NVIDIA H200"]
 
 
 def test_model_detail_without_a_model_asks_for_one(app):
