@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shlex
 import statistics
 import sys
 import time
 from pathlib import Path
+
+from runner.cli.run import _positive
 
 DEFAULT_MODELS = (
     "resnet18,resnet50,resnet101,vit_base_patch16_224,deit_small_patch16_224,convnext_tiny,"
@@ -561,7 +562,7 @@ def main() -> None:
     )
     parser.add_argument(
         "--timing-s",
-        type=float,
+        type=_positive(float),
         default=None,
         help="parallel: each cell's timing window (zoo-run's --timing-s; default the "
         "protocol's); set against the serial phase, timed in the protocol's, the report "
@@ -583,8 +584,6 @@ def main() -> None:
         "far two runs of the same cells agree when nothing differs)",
     )
     args = parser.parse_args()
-    if args.timing_s is not None and not (math.isfinite(args.timing_s) and args.timing_s > 0):
-        parser.error(f"--timing-s must be a finite number, positive; got {args.timing_s}")
     if args.timing_s is not None and args.phase != "parallel":
         parser.error(
             "--timing-s is for a parallel phase: the serial one keeps the protocol's "
