@@ -24,3 +24,4 @@ shipped-docs:
 	python benchmarks/sweep_progress.py --models @core --configs @core --label zoo-core --readme data/runs/README.md
 	python benchmarks/zoo_report.py > docs/zoo-h200.md
 	python benchmarks/remeasure_pairs.py > docs/logs/remeasure_pairs_h200.md
+	python benchmarks/published_compare.py > docs/timm-published.md

@@ -787,3 +787,81 @@ def test_the_timing_budget_compares_a_window_with_all_pairs_and_with_the_rest():
     assert len(timing_budget.differences([steady, uneven], 0.25, True)) == 1
     # After the first quarter: 30 eager calls of 3 ms and 30 compiled of 1 ms.
     assert timing_budget.saved_s([steady], 0.25) == [pytest.approx(0.12)]
+
+
+def test_published_compare_ranks_our_speedups_against_the_reference(tmp_path):
+    """benchmarks/published_compare.py pairs each passing headline timm cell with timm's
+    published figure at the catalogue's image size, and ranks the two columns: overall,
+    and the same cells' one-region rows against their per-call rows."""
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    axes = {**_headline_axes(), "batch_size": 64}
+    # Ours, per call (the newest rows), and before that timed in one autocast region.
+    per_call = {"resnet18": 0.8, "resnet34": 1.2, "resnet50": 1.5, "vit_small_patch16_224": 2.0}
+    one_region = {"resnet18": 1.0, "resnet34": 0.7, "resnet50": 1.4, "vit_small_patch16_224": 1.9}
+    per_call["resnet101"] = one_region["resnet101"] = 1.3
+    for treatment, speedups in (
+        ("autocast bf16", one_region),
+        ("autocast bf16 per call", per_call),
+    ):
+        run = RunRecord(command="zoo-run", env_id="env-a", gpu="NVIDIA H200")
+        store.start_run(run)
+        store.write_results(
+            run.run_id,
+            [
+                make_result(
+                    f"{name}-key",
+                    "pass",
+                    model_id=f"timm/{name}",
+                    precision_treatment=treatment,
+                    speedup=speedup,
+                    gpu_speedup=speedup * 1.5,
+                    eager_ms=10.0,
+                    eager_samples_ms=[10.0, 10.2],
+                    # resnet18's eager side is launch-bound: twice its GPU busy time.
+                    eager_gpu_ms=5.0 if name == "resnet18" else 10.0,
+                    **axes,
+                )
+                for name, speedup in speedups.items()
+            ],
+        )
+        store.finish_run(run.run_id, "finished", len(speedups))
+    # timm's: ordered as our one-region rows; resnet101 only at another image size.
+    reference = tmp_path / "timm.csv"
+    published = {"resnet18": 1.1, "resnet34": 0.9, "resnet50": 1.6, "vit_small_patch16_224": 2.5}
+    lines = [
+        "model,img_size,eager_batch,eager_samples_per_sec,compiled_batch,compiled_samples_per_sec"
+    ]
+    lines += [f"{name},224,1024,1000,1024,{1000 * ratio}" for name, ratio in published.items()]
+    lines.append("resnet101,288,1024,1000,1024,1500")
+    reference.write_text("\n".join(lines) + "\n")
+    assert {select([f"timm/{name}"])[0].input_size for name in per_call} == {(3, 224, 224)}
+
+    out = _script_on(db, "published_compare.py", "--reference", str(reference))
+    assert "4 cells paired, 1 not (no timm figure at that size)" in out
+    # Ours r18 < r34 < r50 < vit against timm's r34 < r18 < r50 < vit: rho 1 - 6*2/60.
+    assert "| all | 4 | 0.80 | 0.80 | 0.87 | 50% |" in out
+    assert "| eager side launch-bound | 1 | - | - | 0.73 | 0% |" in out
+    assert "| timed inside one autocast region | 4 | 1.00 | 1.00 |" in out
+    assert "| timed per call | 4 | 0.80 | 0.80 |" in out
+    assert "2 models: 0 in both, 1 in ours only, 1 in timm's only." in out
+    lowest = out.split("## Where ours reads lowest")[1]
+    assert re.findall(r"^\| (timm/\w+) \|", lowest, re.M)[:2] == [
+        "timm/resnet18",
+        "timm/vit_small_patch16_224",
+    ]
+
+
+def test_published_compare_refuses_a_missing_reference(tmp_path):
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "published_compare.py"),
+            "--reference",
+            str(tmp_path / "none.csv"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2 and "no reference file at" in done.stderr
