@@ -14,7 +14,6 @@ they were measured again, and the largest disagreements both ways. It measures n
 
 from __future__ import annotations
 
-import csv
 import statistics
 import sys
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ from runner.matrix.labels import LAUNCH_BOUND_RATIO, is_launch_bound  # noqa: E4
 from runner.report import rank_correlation  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 from zoo.catalog import list_all  # noqa: E402
+from zoo.published import REFERENCE  # noqa: E402
+from zoo.published import load as published_figures  # noqa: E402
 
-REFERENCE = ROOT / "data" / "reference" / "timm-infer-amp-nchw-pt291-cu130-5090.csv"
 TOP = 12
 
 
@@ -50,19 +50,6 @@ class Ours:
 class Pair:
     ours: Ours
     theirs: float  # timm's compiled samples/s over its eager samples/s
-
-
-def load_reference(path: Path) -> dict[tuple[str, int], float]:
-    """timm's compile-over-eager throughput per (model, image size), from the joined CSV
-    (data/reference/README.md); rows with a side at zero throughput are left out."""
-    published = {}
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            eager = float(row["eager_samples_per_sec"])
-            compiled = float(row["compiled_samples_per_sec"])
-            if eager > 0 and compiled > 0:
-                published[(row["model"], int(row["img_size"]))] = compiled / eager
-    return published
 
 
 def image_sizes() -> dict[str, int]:
@@ -160,7 +147,7 @@ def main() -> int:
     args = parser.parse_args()
     if not args.reference.is_file():
         parser.exit(2, f"error: no reference file at {args.reference}; pass --reference\n")
-    published = load_reference(args.reference)
+    published = published_figures(args.reference)
     con, card = shipped.connect_card(args)
     sizes = image_sizes()
     pairs, missing = pair(rows(con), published, sizes)

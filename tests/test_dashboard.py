@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import csv
 import html
 import json
 import os
@@ -820,6 +821,11 @@ def test_model_detail_page(app):
     assert page.count("accuracy reference ") == 1
     (latency,) = plotly_figures(at)
     assert [t.name for t in latency.data] == ["eager", "compiled"]
+    # timm's own published figure for the model, straight from the shipped reference.
+    with (ROOT / "data" / "reference" / "timm-infer-amp-nchw-pt291-cu130-5090.csv").open() as f:
+        (row,) = [r for r in csv.DictReader(f) if r["model"] == VIT.removeprefix("timm/")]
+    ratio = float(row["compiled_samples_per_sec"]) / float(row["eager_samples_per_sec"])
+    assert f"compiled over eager throughput {ratio:.2f}x at {row['img_size']} px." in page
 
 
 def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_path, monkeypatch):

@@ -865,3 +865,15 @@ def test_published_compare_refuses_a_missing_reference(tmp_path):
         timeout=300,
     )
     assert done.returncode == 2 and "no reference file at" in done.stderr
+
+
+def test_published_figures_are_timm_s_alone_by_image_size():
+    """zoo.published gives a timm model's shipped figures at each image size timm
+    benchmarked it at, smallest first; none for an HF model or an unknown name."""
+    from zoo import published
+
+    figures = published.for_model("timm/resnet50")
+    assert [size for size, _ in figures] == sorted({size for size, _ in figures})
+    assert len(figures) > 1 and all(ratio > 0 for _, ratio in figures)
+    assert published.for_model("hf/BertModel") == []
+    assert published.for_model("timm/no_such_model") == []

@@ -11,6 +11,7 @@ import streamlit as st
 from dashboard import caveats, charts, reads, reproduce, status
 from dashboard.filters import config_order, warn_unknown_choice
 from dashboard.text import plain
+from zoo import published
 
 view = reads.current_view()
 db, chosen = view.db, view.filters
@@ -51,6 +52,14 @@ st.caption(
     + f" · {len(cells)} configs, {int((cells['status'] == 'pass').sum())} pass. Every config "
     "of the model is shown: of the sidebar filters only the run or label applies here."
 )
+published_figures = published.for_model(model)
+if published_figures:
+    sizes = ", ".join(f"{ratio:.2f}x at {size} px" for size, ratio in published_figures)
+    st.caption(
+        plain(f"For comparison, {published.SOURCE}: compiled over eager throughput {sizes}.")
+        + " Another GPU, dtype and batch: its ranking, not its values, is what the zoo's "
+        "speedups should share (docs/timm-published.md)."
+    )
 
 table = pd.DataFrame(
     {

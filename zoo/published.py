@@ -1,0 +1,47 @@
+"""timm's own published inference benchmark: compiled throughput over eager's, per model
+and image size, as shipped in ``data/reference`` (its README says where the figures come
+from and how they were measured). The dashboard shows a timm model's figures beside its
+cells; ``benchmarks/published_compare.py`` ranks the whole column against them."""
+
+from __future__ import annotations
+
+import csv
+import functools
+from pathlib import Path
+
+REFERENCE = (
+    Path(__file__).resolve().parent.parent
+    / "data"
+    / "reference"
+    / "timm-infer-amp-nchw-pt291-cu130-5090.csv"
+)
+SOURCE = (
+    "timm's own benchmark on one RTX 5090 (torch 2.9.1, float16 autocast, batches of up to 1,024)"
+)
+
+
+def load(path: Path) -> dict[tuple[str, int], float]:
+    """Compiled samples per second over eager's, by (timm model name, image size), from a
+    joined reference CSV; a row with either side at zero throughput is left out."""
+    published = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            eager = float(row["eager_samples_per_sec"])
+            compiled = float(row["compiled_samples_per_sec"])
+            if eager > 0 and compiled > 0:
+                published[(row["model"], int(row["img_size"]))] = compiled / eager
+    return published
+
+
+@functools.cache
+def _shipped() -> dict[tuple[str, int], float]:
+    return load(REFERENCE) if REFERENCE.is_file() else {}
+
+
+def for_model(model_id: str) -> list[tuple[int, float]]:
+    """The shipped figures of one timm model (``timm/<name>``) as (image size, compiled
+    over eager), smallest size first; none for other suites' models."""
+    if not model_id.startswith("timm/"):
+        return []
+    name = model_id.removeprefix("timm/")
+    return sorted((size, ratio) for (model, size), ratio in _shipped().items() if model == name)
