@@ -112,26 +112,27 @@ def pair_row(p: Pair) -> str:
     )
 
 
-def rows(con, condition: str = "true") -> list[Ours]:
+def rows(con, table: str = "latest_results", condition: str = "true") -> list[Ours]:
+    """The passing headline timm cells of ``table`` (``latest_results``: each cell's
+    newest row; ``results``: every row, oldest first) that meet ``condition``."""
     query = (
         "SELECT model_id, speedup, gpu_speedup, coalesce(list_min(eager_samples_ms), eager_ms), "
-        f"eager_gpu_ms, {one_autocast_region()} FROM {{table}} WHERE {HEADLINE} "
+        f"eager_gpu_ms, {one_autocast_region()} FROM {table} WHERE {HEADLINE} "
         f"AND suite = 'timm' AND status = 'pass' AND speedup > 0 AND {condition} "
         "ORDER BY recorded_at, result_id"
     )
     return [
         Ours(model, speedup, gpu, is_launch_bound(eager, eager_gpu), bool(one))
-        for model, speedup, gpu, eager, eager_gpu, one in con.execute(
-            query.format(table="latest_results" if condition == "true" else "results")
-        ).fetchall()
+        for model, speedup, gpu, eager, eager_gpu, one in con.execute(query).fetchall()
     ]
 
 
 def before_and_after(con) -> tuple[list[Ours], list[Ours]]:
-    """The cells with a passing row timed in one autocast region and a later one timed
-    per call: each side's newest such row, in the same model order."""
-    old = {cell.model: cell for cell in rows(con, one_autocast_region())}
-    new = {cell.model: cell for cell in rows(con, f"NOT {one_autocast_region()}")}
+    """The cells with a passing row timed in one autocast region and a passing row timed
+    per call: each kind's newest row, in the same model order. (Per-call timing came
+    after one-region timing, so the per-call row is the later of the two.)"""
+    old = {row.model: row for row in rows(con, "results", one_autocast_region())}
+    new = {row.model: row for row in rows(con, "results", f"NOT {one_autocast_region()}")}
     both = sorted(set(old) & set(new))
     return [old[m] for m in both], [new[m] for m in both]
 
