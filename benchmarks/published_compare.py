@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import shipped  # noqa: E402
-from benchmarks.remeasure_pairs import cell  # noqa: E402
+from benchmarks.remeasure_pairs import bound_label, cell  # noqa: E402
 from benchmarks.zoo_report import HEADLINE  # noqa: E402
 from runner.matrix.labels import LAUNCH_BOUND_RATIO, is_launch_bound  # noqa: E402
 from runner.report import rank_correlation  # noqa: E402
@@ -33,6 +33,13 @@ from zoo.published import REFERENCE  # noqa: E402
 from zoo.published import load as published_figures  # noqa: E402
 
 TOP = 12
+AGREEMENT_COLUMNS = (
+    "| pairs | rho, wall-clock | rho, GPU time | median ours / theirs | same side of 1.0x |"
+)
+PAIR_HEADER = (
+    "| model | ours, wall-clock | ours, GPU time | timm's | our eager side |\n"
+    "| --- | --- | --- | --- | --- |"
+)
 
 
 @dataclass(frozen=True)
@@ -105,10 +112,9 @@ def _x(value: float | None) -> str:
 
 
 def pair_row(p: Pair) -> str:
-    bound = {True: "launch-bound", False: "GPU-bound", None: "no profile"}[p.ours.launch_bound]
     return (
         f"| {cell(p.ours.model)} | {_x(p.ours.speedup)} | {_x(p.ours.gpu_speedup)} | "
-        f"{_x(p.theirs)} | {bound} |"
+        f"{_x(p.theirs)} | {bound_label(p.ours.launch_bound)} |"
     )
 
 
@@ -171,10 +177,7 @@ def main() -> int:
         f"{LAUNCH_BOUND_RATIO:g}x its GPU busy time or more, so its wall-clock speedup is "
         "partly the host's; timm's large batches leave little host time to save.\n"
     )
-    print(
-        "| cells | pairs | rho, wall-clock | rho, GPU time | median ours / theirs | same side of 1.0x |"
-    )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print(f"| cells {AGREEMENT_COLUMNS}\n| --- | --- | --- | --- | --- | --- |")
     print(agreement_row("all", pairs))
     for name, pick in (
         ("eager side launch-bound", lambda p: p.ours.launch_bound is True),
@@ -184,22 +187,17 @@ def main() -> int:
     ):
         print(agreement_row(name, [p for p in pairs if pick(p)]))
 
+    # Both lists hold the same models, so both pair (or not) alike.
     old, new = before_and_after(con)
     old_pairs, _ = pair(old, published, sizes)
     new_pairs, _ = pair(new, published, sizes)
-    kept = {p.ours.model for p in old_pairs} & {p.ours.model for p in new_pairs}
-    old_pairs = [p for p in old_pairs if p.ours.model in kept]
-    new_pairs = [p for p in new_pairs if p.ours.model in kept]
     if new_pairs:
         print(
             "\nThe same cells before and after they were measured again per call (their "
             "one-region row and their per-call row), so that the two rows differ in how "
             "they were timed, not in which models they cover:\n"
         )
-        print(
-            "| rows | pairs | rho, wall-clock | rho, GPU time | median ours / theirs | same side of 1.0x |"
-        )
-        print("| --- | --- | --- | --- | --- | --- |")
+        print(f"| rows {AGREEMENT_COLUMNS}\n| --- | --- | --- | --- | --- | --- |")
         print(agreement_row("timed inside one autocast region", old_pairs))
         print(agreement_row("timed per call", new_pairs))
 
@@ -211,8 +209,7 @@ def main() -> int:
             f"{sum(p.ours.speedup < 1.0 <= p.theirs for p in below)} in ours only, "
             f"{sum(p.theirs < 1.0 <= p.ours.speedup for p in below)} in timm's only.\n"
         )
-        print("| model | ours, wall-clock | ours, GPU time | timm's | our eager side |")
-        print("| --- | --- | --- | --- | --- |")
+        print(PAIR_HEADER)
         for p in sorted(below, key=lambda p: p.ours.speedup):
             print(pair_row(p))
 
@@ -222,8 +219,7 @@ def main() -> int:
         ("Where ours reads highest against timm's", ranked[::-1][:TOP]),
     ):
         print(f"\n## {title}\n")
-        print("| model | ours, wall-clock | ours, GPU time | timm's | our eager side |")
-        print("| --- | --- | --- | --- | --- |")
+        print(PAIR_HEADER)
         for p in chosen:
             print(pair_row(p))
     return 0

@@ -122,11 +122,15 @@ def cell(text: str) -> str:
     return " ".join(str(text).split()).replace("|", "\\|")
 
 
+def bound_label(launch: bool | None) -> str:
+    """An eager side, told by ``is_launch_bound``: launch-bound, GPU-bound, or no profile."""
+    return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
+
+
 def bound(p: dict) -> str:
     """The old row's eager side: launch-bound (its fastest call the launch-bound ratio
     of its GPU busy time or more), GPU-bound, or no profile."""
-    launch = is_launch_bound(p["old_eager_fastest_ms"], p["old_eager_gpu_ms"])
-    return "no profile" if launch is None else ("launch-bound" if launch else "GPU-bound")
+    return bound_label(is_launch_bound(p["old_eager_fastest_ms"], p["old_eager_gpu_ms"]))
 
 
 def _canary(p: dict) -> str:
