@@ -29,7 +29,7 @@ from runner.matrix.labels import LAUNCH_BOUND_RATIO, is_launch_bound  # noqa: E4
 from runner.report import rank_correlation  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 from zoo.catalog import list_all  # noqa: E402
-from zoo.published import REFERENCE  # noqa: E402
+from zoo.published import REFERENCE, batches  # noqa: E402
 from zoo.published import load as published_figures  # noqa: E402
 
 TOP = 12
@@ -57,6 +57,7 @@ class Ours:
 class Pair:
     ours: Ours
     theirs: float  # timm's compiled samples/s over its eager samples/s
+    sides: tuple[int, int] | None = None  # the batches timm's eager and compiled ran at
 
 
 def image_sizes() -> dict[str, int]:
@@ -70,17 +71,21 @@ def image_sizes() -> dict[str, int]:
 
 
 def pair(
-    ours: list[Ours], published: dict[tuple[str, int], float], sizes: dict[str, int]
+    ours: list[Ours],
+    published: dict[tuple[str, int], float],
+    sizes: dict[str, int],
+    sides: dict[tuple[str, int], tuple[int, int]] | None = None,
 ) -> tuple[list[Pair], int]:
-    """Our cells that timm benchmarked at the same image size, and how many were not."""
+    """Our cells that timm benchmarked at the same image size, and how many were not;
+    ``sides``: the batches of timm's two sides, by the same key as ``published``."""
     pairs, missing = [], 0
     for one in ours:
-        name = one.model.removeprefix("timm/")
-        theirs = published.get((name, sizes.get(one.model, -1)))
+        key = (one.model.removeprefix("timm/"), sizes.get(one.model, -1))
+        theirs = published.get(key)
         if theirs is None:
             missing += 1
         else:
-            pairs.append(Pair(one, theirs))
+            pairs.append(Pair(one, theirs, (sides or {}).get(key)))
     return pairs, missing
 
 
@@ -157,7 +162,7 @@ def main() -> int:
     published = published_figures(args.reference)
     con, card = shipped.connect_card(args)
     sizes = image_sizes()
-    pairs, missing = pair(rows(con), published, sizes)
+    pairs, missing = pair(rows(con), published, sizes, batches(args.reference))
     print("# The shipped timm speedups beside timm's published ones\n")
     print(
         "Made by `python benchmarks/published_compare.py`. Ours: the headline column's "
@@ -184,8 +189,15 @@ def main() -> int:
         ("eager side GPU-bound", lambda p: p.ours.launch_bound is False),
         ("timed inside one autocast region", lambda p: p.ours.one_region),
         ("timed per call", lambda p: not p.ours.one_region),
+        ("timm's two sides at one batch", lambda p: p.sides and p.sides[0] == p.sides[1]),
+        ("timm's compiled side at a larger batch", lambda p: p.sides and p.sides[1] > p.sides[0]),
+        ("timm's compiled side at a smaller batch", lambda p: p.sides and p.sides[1] < p.sides[0]),
     ):
         print(agreement_row(name, [p for p in pairs if pick(p)]))
+    print(
+        "\ntimm's benchmark lowers each side's batch on its own until it fits in memory, so "
+        "a figure's two sides may have run at different batches; ours ran both at 64."
+    )
 
     # Both lists hold the same models, so both pair (or not) alike.
     old, new = before_and_after(con)

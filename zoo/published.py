@@ -20,17 +20,36 @@ SOURCE = (
 )
 
 
-def load(path: Path) -> dict[tuple[str, int], float]:
-    """Compiled samples per second over eager's, by (timm model name, image size), from a
-    joined reference CSV; a row with either side at zero throughput is left out."""
-    published = {}
+def _figures(path: Path):
+    """(model, image size, eager batch, eager samples/s, compiled batch, compiled
+    samples/s) of each row of a joined reference CSV with both sides' throughput above
+    zero."""
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
             eager = float(row["eager_samples_per_sec"])
             compiled = float(row["compiled_samples_per_sec"])
             if eager > 0 and compiled > 0:
-                published[(row["model"], int(row["img_size"]))] = compiled / eager
-    return published
+                yield (
+                    row["model"],
+                    int(row["img_size"]),
+                    int(row["eager_batch"]),
+                    eager,
+                    int(row["compiled_batch"]),
+                    compiled,
+                )
+
+
+def load(path: Path) -> dict[tuple[str, int], float]:
+    """Compiled samples per second over eager's, by (timm model name, image size), from a
+    joined reference CSV; a row with either side at zero throughput is left out."""
+    return {(model, size): c / e for model, size, _, e, _, c in _figures(path)}
+
+
+def batches(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
+    """The batch each side ran at (eager, compiled), keyed as ``load``'s figures. timm's
+    benchmark lowers each side's batch on its own until it fits in memory, so the two
+    sides of a figure may differ."""
+    return {(model, size): (eb, cb) for model, size, eb, _, cb, _ in _figures(path)}
 
 
 @functools.cache
