@@ -825,7 +825,11 @@ def test_model_detail_page(app):
     with (ROOT / "data" / "reference" / "timm-infer-amp-nchw-pt291-cu130-5090.csv").open() as f:
         (row,) = [r for r in csv.DictReader(f) if r["model"] == VIT.removeprefix("timm/")]
     ratio = float(row["compiled_samples_per_sec"]) / float(row["eager_samples_per_sec"])
-    assert f"compiled over eager throughput {ratio:.2f}x at {row['img_size']} px." in page
+    assert row["eager_batch"] == row["compiled_batch"]  # so the caption names one batch
+    assert (
+        f"compiled over eager throughput {ratio:.2f}x at {row['img_size']} px "
+        f"(batch {int(row['eager_batch']):,} both sides)." in page
+    )
 
 
 def test_model_detail_tells_apart_one_config_measured_in_two_environments(tmp_path, monkeypatch):

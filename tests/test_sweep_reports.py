@@ -883,7 +883,13 @@ def test_published_figures_are_timm_s_alone_by_image_size():
     from zoo import published
 
     figures = published.for_model("timm/resnet50")
-    assert [size for size, _ in figures] == sorted({size for size, _ in figures})
-    assert len(figures) > 1 and all(ratio > 0 for _, ratio in figures)
+    assert [f.size for f in figures] == sorted({f.size for f in figures})
+    assert len(figures) > 1 and all(f.ratio > 0 for f in figures)
+    assert figures[0].label().startswith(f"{figures[0].ratio:.2f}x at {figures[0].size} px (")
+    # Each side's batch as timm ran it: the same on both sides, or both named.
+    same = published.Figure(224, 1.5, 1024, 1024).label()
+    assert same == "1.50x at 224 px (batch 1,024 both sides)"
+    differ = published.Figure(600, 1.21, 256, 96).label()
+    assert differ == "1.21x at 600 px (eager at batch 256, compiled at 96)"
     assert published.for_model("hf/BertModel") == []
     assert published.for_model("timm/no_such_model") == []

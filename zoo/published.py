@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import functools
 from pathlib import Path
+from typing import NamedTuple
 
 REFERENCE = (
     Path(__file__).resolve().parent.parent
@@ -52,15 +53,38 @@ def batches(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
     return {(model, size): (eb, cb) for model, size, eb, _, cb, _ in _figures(path)}
 
 
+class Figure(NamedTuple):
+    """One published figure of a model: its image size, compiled throughput over eager's,
+    and the batch each side ran at."""
+
+    size: int
+    ratio: float
+    eager_batch: int
+    compiled_batch: int
+
+    def label(self) -> str:
+        """``2.00x at 224 px (batch 1,024 both sides)``, or the two batches where they
+        differ."""
+        if self.eager_batch == self.compiled_batch:
+            batch = f"batch {self.eager_batch:,} both sides"
+        else:
+            batch = f"eager at batch {self.eager_batch:,}, compiled at {self.compiled_batch:,}"
+        return f"{self.ratio:.2f}x at {self.size} px ({batch})"
+
+
 @functools.cache
-def _shipped() -> dict[tuple[str, int], float]:
-    return load(REFERENCE) if REFERENCE.is_file() else {}
+def _shipped() -> dict[str, list[Figure]]:
+    by_model: dict[str, list[Figure]] = {}
+    if REFERENCE.is_file():
+        for model, size, eager_batch, eager, compiled_batch, compiled in _figures(REFERENCE):
+            figure = Figure(size, compiled / eager, eager_batch, compiled_batch)
+            by_model.setdefault(model, []).append(figure)
+    return by_model
 
 
-def for_model(model_id: str) -> list[tuple[int, float]]:
-    """The shipped figures of one timm model (``timm/<name>``) as (image size, compiled
-    over eager), smallest size first; none for other suites' models."""
+def for_model(model_id: str) -> list[Figure]:
+    """The shipped figures of one timm model (``timm/<name>``), smallest image size
+    first; none for other suites' models."""
     if not model_id.startswith("timm/"):
         return []
-    name = model_id.removeprefix("timm/")
-    return sorted((size, ratio) for (model, size), ratio in _shipped().items() if model == name)
+    return sorted(_shipped().get(model_id.removeprefix("timm/"), []))

@@ -54,11 +54,12 @@ st.caption(
 )
 published_figures = published.for_model(model)
 if published_figures:
-    sizes = ", ".join(f"{ratio:.2f}x at {size} px" for size, ratio in published_figures)
+    sizes = ", ".join(figure.label() for figure in published_figures)
     st.caption(
         plain(f"For comparison, {published.SOURCE}: compiled over eager throughput {sizes}.")
         + " Another GPU, dtype and batch: its ranking, not its values, is what the zoo's "
-        "speedups should share (docs/timm-published.md)."
+        "speedups should share, least where timm's two sides ran at different batches "
+        "(docs/timm-published.md)."
     )
 
 table = pd.DataFrame(
