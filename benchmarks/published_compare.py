@@ -29,7 +29,7 @@ from runner.matrix.labels import LAUNCH_BOUND_RATIO, is_launch_bound  # noqa: E4
 from runner.report import rank_correlation  # noqa: E402
 from runner.store.schema import one_autocast_region  # noqa: E402
 from zoo.catalog import list_all  # noqa: E402
-from zoo.published import REFERENCE, batches  # noqa: E402
+from zoo.published import REFERENCE, Figure  # noqa: E402
 from zoo.published import load as published_figures  # noqa: E402
 
 TOP = 12
@@ -56,8 +56,12 @@ class Ours:
 @dataclass(frozen=True)
 class Pair:
     ours: Ours
-    theirs: float  # timm's compiled samples/s over its eager samples/s
-    sides: tuple[int, int] | None = None  # the batches timm's eager and compiled ran at
+    figure: Figure  # timm's, at the image size the zoo runs the model at
+
+    @property
+    def theirs(self) -> float:
+        """timm's compiled samples/s over its eager samples/s."""
+        return self.figure.ratio
 
 
 def image_sizes() -> dict[str, int]:
@@ -71,22 +75,22 @@ def image_sizes() -> dict[str, int]:
 
 
 def pair(
-    ours: list[Ours],
-    published: dict[tuple[str, int], float],
-    sizes: dict[str, int],
-    sides: dict[tuple[str, int], tuple[int, int]] | None = None,
+    ours: list[Ours], published: dict[tuple[str, int], Figure], sizes: dict[str, int]
 ) -> tuple[list[Pair], int]:
-    """Our cells that timm benchmarked at the same image size, and how many were not;
-    ``sides``: the batches of timm's two sides, by the same key as ``published``."""
+    """Our cells that timm benchmarked at the same image size, and how many were not."""
     pairs, missing = [], 0
     for one in ours:
-        key = (one.model.removeprefix("timm/"), sizes.get(one.model, -1))
-        theirs = published.get(key)
-        if theirs is None:
+        figure = published.get((one.model.removeprefix("timm/"), sizes.get(one.model, -1)))
+        if figure is None:
             missing += 1
         else:
-            pairs.append(Pair(one, theirs, (sides or {}).get(key)))
+            pairs.append(Pair(one, figure))
     return pairs, missing
+
+
+def _batch_step(p: Pair) -> int:
+    """timm's compiled batch less its eager batch."""
+    return p.figure.compiled_batch - p.figure.eager_batch
 
 
 def agreement(pairs: list[Pair]) -> tuple[float | None, float | None, float, float]:
@@ -162,7 +166,7 @@ def main() -> int:
     published = published_figures(args.reference)
     con, card = shipped.connect_card(args)
     sizes = image_sizes()
-    pairs, missing = pair(rows(con), published, sizes, batches(args.reference))
+    pairs, missing = pair(rows(con), published, sizes)
     print("# The shipped timm speedups beside timm's published ones\n")
     print(
         "Made by `python benchmarks/published_compare.py`. Ours: the headline column's "
@@ -189,9 +193,9 @@ def main() -> int:
         ("eager side GPU-bound", lambda p: p.ours.launch_bound is False),
         ("timed inside one autocast region", lambda p: p.ours.one_region),
         ("timed per call", lambda p: not p.ours.one_region),
-        ("timm's two sides at one batch", lambda p: p.sides and p.sides[0] == p.sides[1]),
-        ("timm's compiled side at a larger batch", lambda p: p.sides and p.sides[1] > p.sides[0]),
-        ("timm's compiled side at a smaller batch", lambda p: p.sides and p.sides[1] < p.sides[0]),
+        ("timm's two sides at one batch", lambda p: _batch_step(p) == 0),
+        ("timm's compiled side at a larger batch", lambda p: _batch_step(p) > 0),
+        ("timm's compiled side at a smaller batch", lambda p: _batch_step(p) < 0),
     ):
         print(agreement_row(name, [p for p in pairs if pick(p)]))
     print(

@@ -21,41 +21,10 @@ SOURCE = (
 )
 
 
-def _figures(path: Path):
-    """(model, image size, eager batch, eager samples/s, compiled batch, compiled
-    samples/s) of each row of a joined reference CSV with both sides' throughput above
-    zero."""
-    with path.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            eager = float(row["eager_samples_per_sec"])
-            compiled = float(row["compiled_samples_per_sec"])
-            if eager > 0 and compiled > 0:
-                yield (
-                    row["model"],
-                    int(row["img_size"]),
-                    int(row["eager_batch"]),
-                    eager,
-                    int(row["compiled_batch"]),
-                    compiled,
-                )
-
-
-def load(path: Path) -> dict[tuple[str, int], float]:
-    """Compiled samples per second over eager's, by (timm model name, image size), from a
-    joined reference CSV; a row with either side at zero throughput is left out."""
-    return {(model, size): c / e for model, size, _, e, _, c in _figures(path)}
-
-
-def batches(path: Path) -> dict[tuple[str, int], tuple[int, int]]:
-    """The batch each side ran at (eager, compiled), keyed as ``load``'s figures. timm's
-    benchmark lowers each side's batch on its own until it fits in memory, so the two
-    sides of a figure may differ."""
-    return {(model, size): (eb, cb) for model, size, eb, _, cb, _ in _figures(path)}
-
-
 class Figure(NamedTuple):
     """One published figure of a model: its image size, compiled throughput over eager's,
-    and the batch each side ran at."""
+    and the batch each side ran at (timm's benchmark lowers each side's batch on its own
+    until it fits in memory, so the two may differ)."""
 
     size: int
     ratio: float
@@ -72,12 +41,27 @@ class Figure(NamedTuple):
         return f"{self.ratio:.2f}x at {self.size} px ({batch})"
 
 
+def load(path: Path) -> dict[tuple[str, int], Figure]:
+    """The figures of a joined reference CSV by (timm model name, image size); a row with
+    either side at zero throughput is left out."""
+    figures = {}
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            eager = float(row["eager_samples_per_sec"])
+            compiled = float(row["compiled_samples_per_sec"])
+            if eager > 0 and compiled > 0:
+                size = int(row["img_size"])
+                figures[(row["model"], size)] = Figure(
+                    size, compiled / eager, int(row["eager_batch"]), int(row["compiled_batch"])
+                )
+    return figures
+
+
 @functools.cache
 def _shipped() -> dict[str, list[Figure]]:
     by_model: dict[str, list[Figure]] = {}
     if REFERENCE.is_file():
-        for model, size, eager_batch, eager, compiled_batch, compiled in _figures(REFERENCE):
-            figure = Figure(size, compiled / eager, eager_batch, compiled_batch)
+        for (model, _), figure in load(REFERENCE).items():
             by_model.setdefault(model, []).append(figure)
     return by_model
 
