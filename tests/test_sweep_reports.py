@@ -28,17 +28,21 @@ RUNS = ROOT / "data" / "runs"
 pytestmark = pytest.mark.xdist_group("sweep-reports")
 
 
-@functools.cache
-def _script(name: str, *args: str) -> str:
-    """The script's output, run once per arguments (the shipped runs do not change)."""
-    done = subprocess.run(
+def _run(name: str, *args: str, check: bool = False, timeout: float = 300):
+    """One run of the benchmark script ``name``, its output captured as text."""
+    return subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / name), *args],
         capture_output=True,
         text=True,
-        timeout=300,
-        check=True,
+        timeout=timeout,
+        check=check,
     )
-    return done.stdout
+
+
+@functools.cache
+def _script(name: str, *args: str) -> str:
+    """The script's output, run once per arguments (the shipped runs do not change)."""
+    return _run(name, *args, check=True).stdout
 
 
 def _script_on(db: Path, name: str, *args: str) -> str:
@@ -541,12 +545,7 @@ def test_run_pairs_compares_the_cells_two_runs_share():
     assert [int(t) for t in totals] == [round(sum(side)) for side in zip(*shared, strict=True)]
     rows = re.findall(r"^\| (?:hf|timm)/\S+ \| pass / pass \|", out, re.M)
     assert len(rows) == len(shared)
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "run_pairs.py"), "zzzz", b],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _run("run_pairs.py", "zzzz", b)
     assert done.returncode == 2 and "no run with an id starting 'zzzz'" in done.stderr
 
 
@@ -735,18 +734,10 @@ def test_the_memory_margin_weighs_the_card_s_readings_against_the_rule(tmp_path)
 
 
 def test_the_memory_margin_refuses_a_missing_readings_file(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "memory_margin.py"),
-         str(tmp_path / "smi.csv"), str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run("memory_margin.py", str(tmp_path / "smi.csv"), str(tmp_path), timeout=120)
     assert done.returncode == 2 and "no file" in done.stderr and "smi.csv" in done.stderr
     (tmp_path / "smi.csv").write_text("2026-12-06T10:00:05.000,gpu,1024\n")
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "memory_margin.py"),
-         str(tmp_path / "smi.csv"), str(tmp_path)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = _run("memory_margin.py", str(tmp_path / "smi.csv"), str(tmp_path), timeout=120)
     assert done.returncode == 2 and "has no results.parquet" in done.stderr
 
 
@@ -863,17 +854,7 @@ def test_published_compare_ranks_our_speedups_against_the_reference(tmp_path):
 
 
 def test_published_compare_refuses_a_missing_reference(tmp_path):
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "published_compare.py"),
-            "--reference",
-            str(tmp_path / "none.csv"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = _run("published_compare.py", "--reference", str(tmp_path / "none.csv"))
     assert done.returncode == 2 and "no reference file at" in done.stderr
 
 
