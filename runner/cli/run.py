@@ -325,7 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="how long each cell times its interleaved eager and compiled calls, after "
         "at least 10 pairs (5 on cpu); default 2 on cuda, 1 on cpu. A shorter window "
-        "runs a sweep faster; the rows say they were timed so",
+        "holds the GPU less per cell but agreed less with serial timing beside many "
+        "workers (docs/PERFORMANCE.md); the rows say they were timed so",
     )
     run = parser.add_argument_group("run")
     run.add_argument("--db", type=Path, default=DEFAULT_DB, help=f"default {DEFAULT_DB}")
