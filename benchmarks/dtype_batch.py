@@ -17,7 +17,6 @@ too. A benchmark, run on the GPU machine; nothing here is a timed test.
 from __future__ import annotations
 
 import argparse
-import math
 import subprocess
 import sys
 import time
@@ -26,27 +25,21 @@ from pathlib import Path
 import duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runner.cli.run import _positive  # noqa: E402
+from runner.store.schema import latest_row  # noqa: E402
+
 LABEL = "dtype-batch"
 MODELS = "efficientnet_b3,efficientnet_b5,efficientnet_b7"
 
 
-def positive(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite positive number")
-    return value
-
-
 def batches(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: give batch sizes as positive integers, e.g. 64,256"
-        )
-    return values
+    """A comma-separated list of batch sizes, each a positive whole number."""
+    parts = [part for part in text.split(",") if part.strip()]
+    if not parts:
+        raise argparse.ArgumentTypeError(f"{text!r}: give batch sizes, e.g. 64,256")
+    return [_positive(int)(part) for part in parts]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,17 +80,13 @@ def _f(value: float | None, spec: str = ".0f") -> str:
 
 
 def cells(db: Path) -> list[dict]:
-    """The label's newest row per (model, backend, precision, requested batch)."""
+    """The row that stands for each of the label's cells (a cell's key holds its
+    precision and requested batch), as the dashboard picks it."""
     with duckdb.connect(str(db), read_only=True) as con:
         cursor = con.execute(
-            """
-            SELECT r.* FROM results r JOIN runs u USING (run_id)
-            WHERE u.label = ?
-            QUALIFY row_number() OVER (
-                PARTITION BY r.model_id, r.backend, r.mode, r.precision, r.batch_size
-                ORDER BY r.finished_at DESC) = 1
-            ORDER BY r.model_id, r.backend, r.batch_size, r.precision
-            """,
+            "SELECT r.* FROM results r JOIN runs u USING (run_id) WHERE u.label = ? "
+            f"QUALIFY {latest_row(alias='r')} "
+            "ORDER BY r.model_id, r.backend, r.batch_size, r.precision",
             [LABEL],
         )
         names = [d[0] for d in cursor.description]
@@ -158,9 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backend", default="inductor")
     parser.add_argument("--precisions", default="bf16,fp16")
     parser.add_argument("--batches", type=batches, default=[64, 256])
-    parser.add_argument("--workers", type=int, default=6)
+    parser.add_argument("--workers", type=_positive(int), default=6)
     parser.add_argument(
-        "--seconds", type=positive, default=420.0, help="for all the zoo-runs together"
+        "--seconds", type=_positive(float), default=420.0, help="for all the zoo-runs together"
     )
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument(

@@ -59,10 +59,12 @@ def test_the_table_gives_each_batch_s_rate_from_the_recorded_timings(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--seconds", "0"], "'0' is not a finite positive number"),
-        (["--seconds", "nan"], "'nan' is not a finite positive number"),
-        (["--batches", "64,x"], "give batch sizes as positive integers"),
-        (["--batches", "0"], "give batch sizes as positive integers"),
+        (["--seconds", "0"], "--seconds: must be a finite number, positive; got 0"),
+        (["--seconds", "nan"], "--seconds: must be a finite number, positive; got nan"),
+        (["--workers", "0"], "--workers: must be a finite number, positive; got 0"),
+        (["--batches", "64,x"], "--batches: 'x' is not a number"),
+        (["--batches", "0"], "--batches: must be a finite number, positive; got 0"),
+        (["--batches", ","], "--batches: ',': give batch sizes, e.g. 64,256"),
     ],
 )
 def test_bad_numbers_exit_2_naming_them(args, message):
