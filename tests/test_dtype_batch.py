@@ -5,25 +5,15 @@ the database it wrote."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import duckdb
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "benchmarks" / "dtype_batch.py"
+from tests.scripts import run_benchmark
 
 
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=ROOT,
-    )
+def _run(*args: str, timeout: float = 300):
+    return run_benchmark("dtype_batch.py", *args, timeout=timeout)
 
 
 def test_the_table_gives_each_batch_s_rate_from_the_recorded_timings(tmp_path):

@@ -16,6 +16,7 @@ import pytest
 
 from runner.cli.export import main as export
 from runner.cli.run import main as run
+from tests.scripts import run_benchmark
 
 ROOT = Path(__file__).resolve().parent.parent
 CHUNK = ROOT / "benchmarks" / "sweep_chunk.py"
@@ -23,9 +24,7 @@ EAGER_CPU = ["--backends", "eager", "--device", "cpu"]
 
 
 def _chunk(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(CHUNK), *args], capture_output=True, text=True, timeout=600
-    )
+    return run_benchmark("sweep_chunk.py", *args, timeout=600)
 
 
 def test_a_chunk_skips_what_is_shipped_and_exports_only_its_run(tmp_path):

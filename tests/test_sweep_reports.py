@@ -7,7 +7,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,23 +19,13 @@ from runner.measure import tuning
 from runner.store.db import Store
 from runner.store.schema import RunRecord, latest_row
 from tests.results import make_result
+from tests.scripts import run_benchmark as _run
 from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
 # One process runs them all, so that each script runs once (``_script``).
 pytestmark = pytest.mark.xdist_group("sweep-reports")
-
-
-def _run(name: str, *args: str, check: bool = False, timeout: float = 300):
-    """One run of the benchmark script ``name``, its output captured as text."""
-    return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / name), *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=check,
-    )
 
 
 @functools.cache
@@ -569,16 +558,13 @@ def test_progress_writes_its_tables_in_place_of_the_same_configs_block(tmp_path)
     empty = tmp_path / "no-runs"
     empty.mkdir()
     args = ["--runs-dir", str(empty), "--db", str(db), "--models", "resnet50"]
-    command = [sys.executable, str(ROOT / "benchmarks" / "sweep_progress.py"), *args]
-    subprocess.run([*command, "--readme", str(readme)], check=True, capture_output=True)
+    _run("sweep_progress.py", *args, "--readme", str(readme), check=True)
     tables = _script_on(db, "sweep_progress.py", "--models", "resnet50")
     assert tables.startswith("Columns of @headline (on CUDA), selection resnet50:")
     assert readme.read_text() == before + tables.strip("\n") + "\n\n" + core + after
 
     readme.write_text(before + after)
-    done = subprocess.run(
-        [*command, "--readme", str(readme)], capture_output=True, text=True, check=False
-    )
+    done = _run("sweep_progress.py", *args, "--readme", str(readme))
     assert done.returncode == 2
     assert "no block of @headline's tables" in done.stderr
     assert readme.read_text() == before + after
@@ -706,12 +692,10 @@ def test_the_memory_margin_weighs_the_card_s_readings_against_the_rule(tmp_path)
         )
         + "No devices were found\n"
     )
-    script = ROOT / "benchmarks" / "memory_margin.py"
-    done = subprocess.run(
-        [sys.executable, str(script), str(smi), str(chunk), "--runs-dir", str(runs)],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
-    out = done.stdout
+    out = _run(
+        "memory_margin.py", str(smi), str(chunk), "--runs-dir", str(runs),
+        timeout=120, check=True,
+    ).stdout  # fmt: skip
     assert "GPU: NVIDIA H200; 2 rows, 2 with a peak planned from before." in out
     # Three readings hold a process beyond one per cell (103 idle; at 10:01:05 no cell).
     assert "4 readings" in out and "3 readings with more GPU processes" in out

@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runner.schedule.usage import Usage
 from tests.results import rows
-
-BENCHMARK = Path(__file__).parent.parent / "benchmarks" / "throughput.py"
+from tests.scripts import run_benchmark
 
 
 def _benchmark(*args: str) -> str:
     """benchmarks/throughput.py's output."""
-    command = [sys.executable, str(BENCHMARK), *args]
-    return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+    return run_benchmark("throughput.py", *args, check=True).stdout
 
 
 def _phase(out: Path, file: str, speedups: dict[str, float], elapsed_s: float, **fields) -> None:
