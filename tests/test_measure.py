@@ -24,7 +24,9 @@ from runner.matrix.cells import Cell, CellConfig
 from runner.measure.accuracy import compare_outputs
 from runner.measure.isolation import cold_compile_caches, tf32_disabled
 from runner.measure.timing import HELD_WARMUPS, WARMUPS, HostCanary
+from runner.plan import PlanOptions, plan_cells
 from tests.results import make_result
+from zoo.catalog import select
 from zoo.spec import ModelSpec
 
 # -- modules -------------------------------------------------------------------------
@@ -838,3 +840,26 @@ def test_a_timing_window_scales_its_cap_on_pairs_with_it():
     assert window_note("cuda", 0.5) == (
         "timed in a 0.5 s window (zoo-run --timing-s), not the protocol's 2 s"
     )
+
+
+def test_a_catalogue_model_draws_the_same_weights_whatever_ran_before_it():
+    """Workers are reused across cells, so the global generator arrives at a cell's
+    build in whatever state the cells before it left. A timm model draws its random
+    weights from it: unseeded, the same cell got other weights in another run (the H200
+    rows of coat_mini: fail_accuracy in 2 of 5, eager's own error differing between
+    runs and the same in the two that failed)."""
+    options = PlanOptions(
+        backends=("eager",),
+        modes=("default",),
+        dynamic=("false",),
+        precisions=("fp32",),
+        steps=("infer",),
+        device="cpu",
+    )
+    (cell,) = plan_cells(select(["test_vit"]), options, env_id="test").cells
+    first = measure_cell(cell)
+    torch.rand(1000)  # what another cell in this worker drew
+    second = measure_cell(cell)
+    assert first.status == second.status == "pass", (first.error_message, second.error_message)
+    assert first.eager_rmse is not None and first.eager_rmse > 0
+    assert second.eager_rmse == first.eager_rmse

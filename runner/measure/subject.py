@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 
 from runner.matrix.cells import Cell
-from runner.measure.isolation import release_cached_memory, tf32_disabled
+from runner.measure.isolation import release_cached_memory, seed_everything, tf32_disabled
 from runner.measure.tensors import MB, cast_floats
 
 REDUCED_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -49,8 +49,13 @@ class Subject:
         treatment: Treatment = AUTOCAST,
     ) -> Subject:
         """The cell's model on its device (``model`` replaces ``cell.spec.build()``);
-        its inputs come with ``load_inputs``, a phase of their own."""
+        its inputs come with ``load_inputs``, a phase of their own.
+
+        Built from a seeded generator: a worker runs many cells, and a model that draws
+        its random weights from the global generator (timm's) would otherwise get other
+        weights after other cells, so a cell's accuracy would depend on its neighbours."""
         if model is None:
+            seed_everything()
             model = cell.spec.build()
         notes = tuple(getattr(model, "build_notes", ()))
         return cls(cell, model.to(torch.device(cell.device)), treatment, notes)
