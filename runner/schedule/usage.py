@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runner.matrix.holds import TIMING, TUNING, UNTIMED
+
 # A resource held or busy this share of the time is the bound: more workers would queue.
 SATURATED = 0.85
 # Workers that spent this share of their cells' time waiting for a GPU lock were held
@@ -127,6 +129,18 @@ class CpuMeter:
         return busy / total, steal / total
 
 
+# What a run bound by a GPU lock was bound by, after the kind of hold that filled the most
+# of it: an H100 run of max-autotune cells held its lock 93% of the time, 89% of it for
+# tuning, and "timing-bound" sent the reader to the wrong work.
+_LOCK_BOUND = {
+    TIMING: "timing-bound (the lock of {key})",
+    TUNING: "tuning-bound (the lock of {key}, held for autotuning: Inductor's kernel "
+    "benchmarks, XLA's compiles)",
+    UNTIMED: "bound by untimed GPU work (the lock of {key}: references, warm-ups, "
+    "peak-memory passes)",
+}
+
+
 @dataclass
 class Usage:
     """One run's use of its cores and GPU locks."""
@@ -167,7 +181,10 @@ class Usage:
         busiest = max(self.lock_held_s, key=self.lock_busy, default=None)
         waited = (self.lock_wait or 0.0) >= WAITED
         if busiest is not None and (self.lock_busy(busiest) >= SATURATED or waited):
-            return f"timing-bound (the lock of {_short(busiest)}): more workers would wait for it"
+            kinds = self.lock_held_s[busiest]
+            kind = max(kinds, key=kinds.get)
+            what = _LOCK_BOUND.get(kind, f"{kind}-bound (the lock of {{key}})")
+            return f"{what.format(key=_short(busiest))}: more workers would wait for it"
         if self.cpu_busy is not None and self.cpu_busy >= SATURATED:
             return "CPU-bound: more workers would not help, more cores would"
         return "neither the cores nor a GPU lock was saturated: more --workers may go faster"
