@@ -360,6 +360,22 @@ def test_a_lock_filled_by_autotuning_is_named_tuning_bound():
     )
 
 
+def test_a_kind_of_hold_read_from_a_log_is_named_as_text():
+    """Hold logs are files: a kind this code does not know is named as it reads, braces
+    and all, not taken for a template."""
+    used = Usage(
+        elapsed_s=100.0,
+        workers=2,
+        cells=12,
+        cpus=16,
+        cpu_busy=0.1,
+        cpu_steal=0.0,
+        lock_held_s={"GPU-0123456789ab": {"{odd}": 90.0}},
+        lock_wait=0.0,
+    )
+    assert used.bound() == "{odd}-bound (the lock of GPU-01234567): more workers would wait for it"
+
+
 def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
     cell = _eager_cpu_cell("toy_models.py:TinyMLP", timeout_s=12.0)
     phases = []

@@ -183,8 +183,9 @@ class Usage:
         if busiest is not None and (self.lock_busy(busiest) >= SATURATED or waited):
             kinds = self.lock_held_s[busiest]
             kind = max(kinds, key=kinds.get)
-            what = _LOCK_BOUND.get(kind, f"{kind}-bound (the lock of {{key}})")
-            return f"{what.format(key=_short(busiest))}: more workers would wait for it"
+            # The kind is read from the hold logs: a value of the template, never part of it.
+            what = _LOCK_BOUND.get(kind, "{kind}-bound (the lock of {key})")
+            return f"{what.format(key=_short(busiest), kind=kind)}: more workers would wait for it"
         if self.cpu_busy is not None and self.cpu_busy >= SATURATED:
             return "CPU-bound: more workers would not help, more cores would"
         return "neither the cores nor a GPU lock was saturated: more --workers may go faster"
