@@ -341,9 +341,22 @@ def test_the_run_says_what_bounded_it(workers, cpu_busy, held_s, lock_wait, says
     assert f"lock of GPU-01234567 held {held_s / 100:.0%} (timing" in used.line()
 
 
-def test_a_lock_filled_by_autotuning_is_named_tuning_bound():
-    """The H100 max-autotune run b74ff70c: its lock held 93% of the run, 89% for tuning
-    and 3% for timing; "timing-bound" would send the reader to the timed calls."""
+@pytest.mark.parametrize(
+    ("held", "says"),
+    [
+        # The H100 max-autotune run b74ff70c: its lock held 93% of the run, 89% for
+        # tuning and 3% for timing; "timing-bound" would send the reader to the timed calls.
+        (
+            {"timing": 3.0, "tuning": 89.0, "untimed": 1.0},
+            "tuning-bound (the lock of GPU-01234567, held for autotuning: Inductor's kernel "
+            "benchmarks, XLA's compiles)",
+        ),
+        # Hold logs are files: a kind this code does not know is named as it reads, braces
+        # and all, not taken for a template.
+        ({"{odd}": 90.0}, "{odd}-bound (the lock of GPU-01234567)"),
+    ],
+)
+def test_a_lock_bound_is_named_by_the_hold_that_filled_it(held, says):
     used = Usage(
         elapsed_s=100.0,
         workers=6,
@@ -351,29 +364,10 @@ def test_a_lock_filled_by_autotuning_is_named_tuning_bound():
         cpus=16,
         cpu_busy=0.16,
         cpu_steal=0.0,
-        lock_held_s={"GPU-0123456789ab": {"timing": 3.0, "tuning": 89.0, "untimed": 1.0}},
+        lock_held_s={"GPU-0123456789ab": held},
         lock_wait=0.72,
     )
-    assert used.bound() == (
-        "tuning-bound (the lock of GPU-01234567, held for autotuning: Inductor's kernel "
-        "benchmarks, XLA's compiles): more workers would wait for it"
-    )
-
-
-def test_a_kind_of_hold_read_from_a_log_is_named_as_text():
-    """Hold logs are files: a kind this code does not know is named as it reads, braces
-    and all, not taken for a template."""
-    used = Usage(
-        elapsed_s=100.0,
-        workers=2,
-        cells=12,
-        cpus=16,
-        cpu_busy=0.1,
-        cpu_steal=0.0,
-        lock_held_s={"GPU-0123456789ab": {"{odd}": 90.0}},
-        lock_wait=0.0,
-    )
-    assert used.bound() == "{odd}-bound (the lock of GPU-01234567): more workers would wait for it"
+    assert used.bound() == f"{says}: more workers would wait for it"
 
 
 def test_waiting_for_the_gpu_does_not_count_against_the_timeout(tmp_path):
