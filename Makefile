@@ -19,9 +19,15 @@ test: lint
 
 # After new runs land in data/runs: the sweep's progress tables in data/runs/README.md,
 # the zoo report and the re-measured pairs, regenerated from the shipped parquet.
+# The H200's reports and progress, and the H100's progress on the core set (its chunks
+# run when the device tool lends an H100: data/runs/README.md, "zoo-core-h100").
+H200 := --gpu 'NVIDIA H200'
+H100 := --gpu 'NVIDIA H100 80GB HBM3'
+
 shipped-docs:
-	python benchmarks/sweep_progress.py --readme data/runs/README.md
-	python benchmarks/sweep_progress.py --models @core --configs @core --label zoo-core --readme data/runs/README.md
-	python benchmarks/zoo_report.py > docs/zoo-h200.md
-	python benchmarks/remeasure_pairs.py > docs/logs/remeasure_pairs_h200.md
-	python benchmarks/published_compare.py > docs/timm-published.md
+	python benchmarks/sweep_progress.py $(H200) --readme data/runs/README.md
+	python benchmarks/sweep_progress.py $(H200) --models @core --configs @core --label zoo-core --readme data/runs/README.md
+	python benchmarks/sweep_progress.py $(H100) --models @core --configs @core --label zoo-core-h100 --readme data/runs/README.md
+	python benchmarks/zoo_report.py $(H200) > docs/zoo-h200.md
+	python benchmarks/remeasure_pairs.py $(H200) > docs/logs/remeasure_pairs_h200.md
+	python benchmarks/published_compare.py $(H200) > docs/timm-published.md

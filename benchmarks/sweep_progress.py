@@ -7,9 +7,9 @@ Reads the shipped parquet (or a database) and the catalogue; builds nothing:
     python benchmarks/sweep_progress.py --models @core --configs @core --label zoo-core
 
 prints markdown tables for data/runs/README.md (``--readme data/runs/README.md`` puts
-them there in place of the same selection's tables). A config's cells on CUDA (one GPU's:
-``--gpu``, by default the one with the most) count for the selection's models whichever
-run recorded them (the GPU-time checks recorded some of
+them there in place of the block of the same configs and ``--gpu``: one card's block
+beside another's). A config's cells on CUDA (one GPU's: ``--gpu``, by default the one with
+the most) count for the selection's models whichever run recorded them (the GPU-time checks recorded some of
 the headline column's); the chunk table lists the runs of the sweep's label.
 
 The last table estimates the device time left per config: the cells left, times the
@@ -65,7 +65,7 @@ def main() -> int:
         type=Path,
         default=None,
         help="write the tables into this markdown file, in place of the block of the same "
-        "configs (from its 'Columns of' line through its hindcast line)",
+        "configs and --gpu (from its 'Columns of' line through its hindcast line)",
     )
     args = parser.parse_args()
     if args.readme is None:
@@ -79,7 +79,7 @@ def main() -> int:
     with contextlib.redirect_stdout(tables):
         status = report(args)
     try:
-        updated = replace_block(text, args.configs, tables.getvalue())
+        updated = replace_block(text, heading(args.configs, args.gpu), tables.getvalue())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -88,15 +88,18 @@ def main() -> int:
     return status
 
 
-def replace_block(text: str, configs: str, tables: str) -> str:
-    """``text`` with its block of ``configs``' tables (from the line that starts
-    'Columns of CONFIGS (on CUDA)' through the next hindcast line) replaced by
-    ``tables``; ValueError where ``text`` has no such block."""
+def heading(configs: str, gpu: str | None) -> str:
+    """The start of a block's first line: its configs, and the card where one is named
+    (two cards' blocks of the same configs stand side by side)."""
+    return f"Columns of {configs} (on CUDA{f', {gpu}' if gpu else ''})"
+
+
+def replace_block(text: str, start_line: str, tables: str) -> str:
+    """``text`` with the block of tables whose first line starts with ``start_line``
+    (``heading``), through the next hindcast line, replaced by ``tables``; ValueError
+    where ``text`` has no such block."""
     lines = text.splitlines(keepends=True)
-    start = next(
-        (i for i, line in enumerate(lines) if line.startswith(f"Columns of {configs} (on CUDA)")),
-        None,
-    )
+    start = next((i for i, line in enumerate(lines) if line.startswith(start_line)), None)
     end = None
     if start is not None:
         for i in range(start + 1, len(lines)):
@@ -107,8 +110,8 @@ def replace_block(text: str, configs: str, tables: str) -> str:
                 break
     if start is None or end is None:
         raise ValueError(
-            f"no block of {configs}'s tables (a line 'Columns of {configs} (on CUDA)' "
-            "through a 'Hindcast:' line) to replace; paste the tables in once by hand"
+            f"no block of tables (a line starting '{start_line}' through a 'Hindcast:' "
+            "line) to replace; paste the tables in once by hand"
         )
     block = tables.strip("\n") + "\n"
     return "".join(lines[:start]) + block + "".join(lines[end + 1 :])
@@ -145,7 +148,7 @@ def report(args) -> int:
         if wall_s is not None and wall_s > 0:
             walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
-    print(f"Columns of {args.configs} (on CUDA), selection {args.models}:\n")
+    print(f"{heading(args.configs, args.gpu)}, selection {args.models}:\n")
     print(f"{card.line()}\n")
     print(
         "| config | suite | recorded / planned | "

@@ -24,6 +24,15 @@ from zoo.catalog import select
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "data" / "runs"
+# The shipped results the reports count by default: the CUDA rows of the GPU with the
+# most (the H200's; an H100's sweep of the core set ships beside them) and every other
+# device's.
+CARD = "NVIDIA H200"
+RESULTS = (
+    f"(SELECT * FROM read_parquet('{RUNS}/*/results.parquet', union_by_name=true) "
+    "WHERE device <> 'cuda' OR env_id IN (SELECT env_id FROM read_parquet("
+    f"'{RUNS}/*/environments.parquet', union_by_name=true) WHERE gpu = '{CARD}'))"
+)
 # One process runs them all, so that each script runs once (``_script``).
 pytestmark = pytest.mark.xdist_group("sweep-reports")
 
@@ -44,8 +53,7 @@ def _script_on(db: Path, name: str, *args: str) -> str:
 def _latest(column, field: str) -> list:
     """``field`` of the newest row of each CUDA cell of ``column``, straight from parquet."""
     rows = duckdb.sql(
-        f"SELECT {field} FROM read_parquet('{RUNS}/*/results.parquet', "
-        "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
+        f"SELECT {field} FROM {RESULTS} WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
         "AND dynamic = $3 AND precision = $4 AND step = $5 "
         f"QUALIFY {latest_row()}",
         params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
@@ -285,8 +293,8 @@ def test_the_core_table_counts_each_column_and_compares_it_with_the_headline():
     def newest(column) -> dict[str, tuple]:
         """model -> (status, speedup) of its newest CUDA row of ``column``, from parquet."""
         found = duckdb.sql(
-            f"SELECT model_id, status, speedup FROM read_parquet('{RUNS}/*/results.parquet', "
-            "union_by_name=true) WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
+            f"SELECT model_id, status, speedup FROM {RESULTS} "
+            "WHERE device = 'cuda' AND backend = $1 AND mode = $2 "
             "AND dynamic = $3 AND precision = $4 AND step = $5 "
             "QUALIFY row_number() OVER (PARTITION BY model_id ORDER BY recorded_at DESC) = 1",
             params=[column.backend, column.mode, column.dynamic, column.precision, column.step],
@@ -541,33 +549,55 @@ def test_run_pairs_compares_the_cells_two_runs_share():
 def test_progress_writes_its_tables_in_place_of_the_same_configs_block(tmp_path):
     """--readme replaces the block of the configs' tables (from its 'Columns of' line
     through its hindcast line) and keeps the text around it and other configs' blocks;
-    a file without such a block is an error that leaves the file as it was."""
+    with --gpu, the block of those configs on that card, beside another card's block of
+    the same configs; a file without such a block is an error that leaves the file as
+    it was."""
+    from tests.dashboard_data import ENV
+
     db = tmp_path / "zoo.duckdb"
     store = Store.open(db)
-    run = RunRecord(command="zoo-run", env_id="env-a", label="zoo-headline")
-    store.start_run(run)
-    axes = {**_headline_axes(), "model_id": "timm/resnet50"}
-    store.write_results(run.run_id, [make_result("one", "pass", **axes)])
-    store.finish_run(run.run_id, "finished", 1)
+    h100 = "NVIDIA H100 80GB HBM3"
+    store.record_environment(dict(ENV, env_id="env-a"))
+    store.record_environment(dict(ENV, env_id="env-h100", gpu=h100))
+    for env_id, status in (("env-a", "pass"), ("env-h100", "oom")):
+        run = RunRecord(command="zoo-run", env_id=env_id, label="zoo-headline")
+        store.start_run(run)
+        axes = {**_headline_axes(), "model_id": "timm/resnet50", "env_id": env_id}
+        store.write_results(run.run_id, [make_result(f"one-{env_id}", status, **axes)])
+        store.finish_run(run.run_id, "finished", 1)
     readme = tmp_path / "README.md"
     before = "# Runs\n\nIntro.\n\n"
     core = "Columns of @core (on CUDA), selection @core:\n\nold core\n\nHindcast: core.\n"
     after = "\nAfter the tables.\n"
     stale = "Columns of @headline (on CUDA), selection @headline:\n\nold\n\nHindcast: old.\n"
-    readme.write_text(before + stale + "\n" + core + after)
+    on_h100 = (
+        f"Columns of @headline (on CUDA, {h100}), selection @headline:\n\nold\n\nHindcast: x.\n"
+    )
+    readme.write_text(before + stale + "\n" + on_h100 + "\n" + core + after)
     empty = tmp_path / "no-runs"
     empty.mkdir()
     args = ["--runs-dir", str(empty), "--db", str(db), "--models", "resnet50"]
     _run("sweep_progress.py", *args, "--readme", str(readme), check=True)
     tables = _script_on(db, "sweep_progress.py", "--models", "resnet50")
     assert tables.startswith("Columns of @headline (on CUDA), selection resnet50:")
-    assert readme.read_text() == before + tables.strip("\n") + "\n\n" + core + after
+    assert readme.read_text() == (
+        before + tables.strip("\n") + "\n\n" + on_h100 + "\n" + core + after
+    )
 
-    readme.write_text(before + after)
+    _run("sweep_progress.py", *args, "--gpu", h100, "--readme", str(readme), check=True)
+    h100_tables = _script_on(db, "sweep_progress.py", "--models", "resnet50", "--gpu", h100)
+    assert h100_tables.startswith(f"Columns of @headline (on CUDA, {h100}), selection resnet50:")
+    assert f"GPU: {h100}; 1 cell keys of other GPUs left out." in h100_tables
+    assert h100_tables != tables
+    assert readme.read_text() == (
+        before + tables.strip("\n") + "\n\n" + h100_tables.strip("\n") + "\n\n" + core + after
+    )
+
+    readme.write_text(before + on_h100 + after)
     done = _run("sweep_progress.py", *args, "--readme", str(readme))
     assert done.returncode == 2
-    assert "no block of @headline's tables" in done.stderr
-    assert readme.read_text() == before + after
+    assert "no block of tables (a line starting 'Columns of @headline (on CUDA)'" in done.stderr
+    assert readme.read_text() == before + on_h100 + after
 
 
 def test_the_memory_replay_ends_more_cells_early_with_large_ones_spread(tmp_path):
