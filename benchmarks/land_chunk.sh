@@ -6,9 +6,10 @@
 #
 # copies each exported run folder that data/runs lacks into it (one it has is left as it
 # is), keeps the chunk's log as docs/logs/zoo_sweep/NAME-<runs>.log (NAME: headline,
-# core; <runs>: the first 8 characters of each run landed), and regenerates the reports
-# that read data/runs (`make shipped-docs`, with this checkout's .venv where it has
-# one). RUNS_DIR and LOGS_DIR move the two folders; SHIPPED_DOCS=0 skips the reports.
+# core, core-h100, as benchmarks/zoo_chunk.sh prints it; <runs>: the first 8 characters
+# of each run landed), and regenerates the reports that read data/runs (`make
+# shipped-docs`, with this checkout's .venv where it has one). RUNS_DIR and LOGS_DIR move
+# the two folders; SHIPPED_DOCS=0 skips the reports.
 set -euo pipefail
 dir=${1:?usage: $0 DIR NAME}
 name=${2:?usage: $0 DIR NAME}

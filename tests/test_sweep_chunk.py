@@ -198,3 +198,42 @@ def test_a_resident_chunk_outlives_its_first_call_and_wraps_up_on_the_last(tmp_p
         capture_output=True, text=True,
     )  # fmt: skip
     assert missing.returncode == 2 and "has no runs.tgz" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("card", "land", "models", "label"),
+    [
+        ("NVIDIA H200", "headline", "@headline", "zoo-headline"),
+        ("NVIDIA H100 80GB HBM3", "core-h100", "@core", "zoo-core-h100"),
+    ],
+)
+def test_a_zoo_chunk_runs_the_sweep_of_the_card_it_was_lent(card, land, models, label):
+    """benchmarks/zoo_chunk.sh: an H200 runs the headline column, an H100 its own sweep
+    of the core set; it names the landing and starts resident.sh with zoo-run arguments
+    that zoo-run's own parser takes."""
+    from runner.cli.run import build_parser
+    from runner.matrix import columns
+
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "zoo_chunk.sh"), "585", "1450"],
+        env={**os.environ, "GPU_NAME": card, "DRY_RUN": "1"},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    first, start = done.stdout.splitlines()
+    assert first == f"LAND {land} ({card})"
+    command, zoo_run = start.split(" -- ")
+    assert command == "resident.sh start 585 1450"
+    args = build_parser().parse_args(zoo_run.split())
+    assert (args.models, args.configs[0], args.label) == ([models], models, label)
+    assert args.configs[1] == columns.columns(models)
+    assert (args.workers, args.timing_cpus, args.triage) == (14, 2, "ladder")
+
+
+def test_a_zoo_chunk_starts_nothing_on_another_card():
+    done = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "zoo_chunk.sh"), "585", "1450"],
+        env={**os.environ, "GPU_NAME": "NVIDIA A100-SXM4-80GB"},
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 3 and done.stdout == ""
+    assert "no sweep runs on this card (NVIDIA A100-SXM4-80GB): give it back" in done.stderr
