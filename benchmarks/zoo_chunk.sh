@@ -16,19 +16,21 @@ name=${GPU_NAME:-$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null
 case "$name" in
 *H200*)
   echo "LAND headline ($name)"
-  set -- "$1" "$2" -- --models @headline --configs @headline --label zoo-headline
+  sweep="--models @headline --configs @headline --label zoo-headline"
   ;;
 *H100*)
   echo "LAND core-h100 ($name)"
-  set -- "$1" "$2" -- --models @core --configs @core --label zoo-core-h100
+  sweep="--models @core --configs @core --label zoo-core-h100"
   ;;
 *)
   echo "no sweep runs on this card (${name:-none found}): give it back" >&2
   exit 3
   ;;
 esac
+# shellcheck disable=SC2086 # $sweep is words, each an argument
+set -- start "$1" "$2" -- $sweep --workers 14 --timing-cpus 2 --triage ladder
 if [ -n "${DRY_RUN:-}" ]; then
-  echo "resident.sh start $* --workers 14 --timing-cpus 2 --triage ladder"
+  echo "resident.sh $*"
   exit 0
 fi
-exec bash "$(dirname "$0")/resident.sh" start "$@" --workers 14 --timing-cpus 2 --triage ladder
+exec bash "$(dirname "$0")/resident.sh" "$@"
