@@ -9,8 +9,9 @@ Reads the shipped parquet (or a database) and the catalogue; builds nothing:
 prints markdown tables for data/runs/README.md (``--readme data/runs/README.md`` puts
 them there in place of the block of the same configs and ``--gpu``: one card's block
 beside another's). A config's cells on CUDA (one GPU's: ``--gpu``, by default the one with
-the most) count for the selection's models whichever run recorded them (the GPU-time checks recorded some of
-the headline column's); the chunk table lists the runs of the sweep's label.
+the most) count for the selection's models whichever run recorded them (the GPU-time
+checks recorded some of the headline column's); the chunk table lists the runs of the
+sweep's label.
 
 The last table estimates the device time left per config: the cells left, times the
 mean wall time of the config's recorded CUDA cells (any model's) over the parallelism
