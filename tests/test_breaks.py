@@ -104,24 +104,32 @@ def test_one_line_and_untyped_breaks_get_their_registered_types(tmp_path):
         graph_breaks=[old, untyped, new],
         break_types=json.dumps(sorted([one_line, "Data-dependent branching"])),
     )
-    record_run(tmp_path / "old.duckdb", "old", [result])
+    # A second cell, changed in the same pass, gets its own types, not the first's.
+    other = make_result("key-2", graph_breaks=[GraphBreak(item, "other.py:1", 1)])
+    record_run(tmp_path / "old.duckdb", "old", [result, other])
     for _ in range(2):  # idempotent: a second merge finds nothing to change
         merge([tmp_path / "old.duckdb"], tmp_path / "merged.duckdb")
     with duckdb.connect(str(tmp_path / "merged.duckdb"), read_only=True) as con:
         breaks = con.execute(
-            "SELECT break_type, registry_id FROM graph_breaks ORDER BY user_frame"
+            "SELECT break_type, registry_id FROM graph_breaks WHERE cell_key = 'key-1' "
+            "ORDER BY user_frame"
         ).fetchall()
-        (types,) = con.execute("SELECT break_types FROM results").fetchone()
+        types = dict(con.execute("SELECT cell_key, break_types FROM results").fetchall())
     assert breaks == [
         ("Data dependent operator", registered),
         (item, break_types.registry()[item][0]),
         ("Data-dependent branching", branching),
     ]
-    assert json.loads(types) == ["Data dependent operator", "Data-dependent branching", item]
-    shown, _ = load(tmp_path / "no-runs", tmp_path / "old.duckdb")
-    assert shown.execute("SELECT break_type FROM graph_breaks ORDER BY user_frame").fetchall() == [
-        (kind,) for kind, _ in breaks
+    assert json.loads(types["key-1"]) == [
+        "Data dependent operator",
+        "Data-dependent branching",
+        item,
     ]
+    assert json.loads(types["key-2"]) == [item]
+    shown, _ = load(tmp_path / "no-runs", tmp_path / "old.duckdb")
+    assert shown.execute(
+        "SELECT break_type FROM graph_breaks WHERE cell_key = 'key-1' ORDER BY user_frame"
+    ).fetchall() == [(kind,) for kind, _ in breaks]
 
 
 def test_a_data_dependent_jumps_split_reason_is_filed_under_its_break_type(tmp_path):

@@ -119,14 +119,19 @@ def reclassify(con) -> int:
         ).fetchall()
         changed += len(ids)
         touched.update(row[0] for row in ids)
-    for result_id, types in con.execute(
+    fresh = con.execute(
         "SELECT result_id, list(DISTINCT break_type ORDER BY break_type) FROM graph_breaks "
         "WHERE result_id IN (SELECT unnest(?::VARCHAR[])) AND break_type IS NOT NULL "
         "GROUP BY result_id",
         [sorted(touched)],
-    ).fetchall():
+    ).fetchall()
+    if fresh:
+        # One statement for all cells (the two lists unnest side by side, row for row):
+        # an UPDATE a cell scans the results table once per cell, 41 s for 24,000 cells.
         con.execute(
-            "UPDATE results SET break_types = ? WHERE result_id = ?",
-            [json.dumps(types), result_id],
+            "UPDATE results SET break_types = fresh.types FROM (SELECT "
+            "unnest(?::VARCHAR[]) AS result_id, unnest(?::VARCHAR[]) AS types) AS fresh "
+            "WHERE results.result_id = fresh.result_id",
+            [[row[0] for row in fresh], [json.dumps(row[1]) for row in fresh]],
         )
     return changed
