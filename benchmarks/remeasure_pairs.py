@@ -54,6 +54,7 @@ MEASURES = (
     "compile_s",
     "compile_beside",
     "host_launch_us",
+    "timing_beside",
 )
 # The newest row of each kind per cell key and GPU: ``old`` timed inside one region (a
 # pass), ``new`` timed per call (any status), recorded after the old one.
@@ -79,7 +80,7 @@ SELECT o.suite, o.backend || '/' || o.mode || ' ' || o.precision || ' ' || o.ste
        greatest(n.timing_disturbance, 0) AS new_disturbance,
        o.command AS old_command, n.command AS new_command,
        coalesce(o.eager_fastest_ms, o.eager_ms) AS old_eager_fastest_ms,
-       o.eager_gpu_ms AS old_eager_gpu_ms
+       o.eager_gpu_ms AS old_eager_gpu_ms, n.eager_gpu_ms AS new_eager_gpu_ms
 FROM old o JOIN new n ON n.cell_key = o.cell_key AND n.gpu = o.gpu
 WHERE n.recorded_at > o.recorded_at
 ORDER BY 1, 2, 3
@@ -149,6 +150,9 @@ def main() -> int:
     cursor = con.execute(PAIRS)
     names = [d[0] for d in cursor.description]
     pairs = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    for p in pairs:
+        wall, gpu = p["new_eager_ms"], p["new_eager_gpu_ms"]
+        p["eager_host_share"] = wall / gpu if wall and gpu else None
     print("# Cells measured again per call\n")
     if not pairs:
         print("No cell has both a passing row timed in one autocast region and a newer one.")
@@ -243,6 +247,24 @@ def main() -> int:
                 [abs(math.log(p["new_speedup"] / p["old_speedup"])) for p in these],
             )
             print(f"- {side}: {'-' if rho is None else f'{rho:.2f}'} ({len(these)} pairs)")
+        print(
+            '\nWhat a slow-host flag would read it against (docs/PERFORMANCE.md, "Read it '
+            'during the timed calls"): its rank correlation, over the same new rows, with\n'
+        )
+        for label, against in (
+            ("the cells timing beside it (`timing_beside`)", "new_timing_beside"),
+            ("the new eager side's wall time over its GPU time", "eager_host_share"),
+        ):
+            these = [p for p in canaried if p.get(against) is not None]
+            rho = rank_correlation(
+                [p["new_host_launch_us"] for p in these], [p[against] for p in these]
+            )
+            print(f"- {label}: {'-' if rho is None else f'{rho:.2f}'} ({len(these)} rows)")
+        mid = statistics.median(readings)
+        print(
+            f"\n{sum(r > 1.1 * mid for r in readings)} read over 1.1x their median, "
+            f"{sum(r < 0.8 * mid for r in readings)} under 0.8x."
+        )
 
     print(f"\n## The {TOP} largest moves of the speedup\n")
     print(

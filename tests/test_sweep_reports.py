@@ -488,12 +488,15 @@ def test_remeasured_pairs_match_the_parquet():
 
 def test_remeasured_pairs_set_the_launch_canary_beside_the_speedups_moves(tmp_path):
     """Where the new rows carry the launch canary (schema 9), remeasure_pairs.py gives its
-    spread and its rank correlation with how far each speedup moved, by eager side."""
+    spread, its rank correlation with how far each speedup moved, by eager side, and with
+    what a slow-host flag would read it against: the cells beside it and eager's host
+    share."""
     db = tmp_path / "zoo.duckdb"
     store = Store.open(db)
     axes = {**_headline_axes(), "batch_size": 64}
     moved = {"timm/a": 1.0, "timm/b": 1.1, "timm/c": 1.3, "timm/d": 1.6}
     canary = {"timm/a": 6.0, "timm/b": 7.0, "timm/c": 8.0, "timm/d": 9.0}
+    beside = {"timm/a": 3.0, "timm/b": 2.0, "timm/c": 1.0, "timm/d": 0.0}
     for treatment in ("autocast bf16", "autocast bf16 per call"):
         run = RunRecord(command="zoo-run", env_id="env-a", gpu="NVIDIA H200")
         store.start_run(run)
@@ -507,10 +510,12 @@ def test_remeasured_pairs_set_the_launch_canary_beside_the_speedups_moves(tmp_pa
                     model_id=model,
                     precision_treatment=treatment,
                     speedup=moved[model] if new else 1.0,
-                    eager_ms=10.0,
+                    # The new rows' wall over GPU time rises with the canary.
+                    eager_ms=10.0 + canary[model] if new else 10.0,
                     eager_samples_ms=[10.0, 10.1, 10.2],
                     eager_gpu_ms=10.0,  # GPU-bound: its fastest call is its GPU time
                     host_launch_us=canary[model] if new else None,
+                    timing_beside=beside[model] if new else None,
                     **axes,
                 )
                 for model in moved
@@ -521,6 +526,9 @@ def test_remeasured_pairs_set_the_launch_canary_beside_the_speedups_moves(tmp_pa
     assert "4 passing pairs' new rows carry the launch canary (`host_launch_us`): median " in out
     assert "7.50 µs, 6.00-9.00" in out
     assert "- GPU-bound: 1.00 (4 pairs)" in out
+    assert "- the cells timing beside it (`timing_beside`): -1.00 (4 rows)" in out
+    assert "- the new eager side's wall time over its GPU time: 1.00 (4 rows)" in out
+    assert "1 read over 1.1x their median, 0 under 0.8x." in out
     movers = re.findall(r"^\| (timm/\w) \| [^|]+ \| [^|]+ \| [^|]+ \| ([\d.]+) \|", out, re.M)
     assert movers[0] == ("timm/d", "9.00")
 
