@@ -106,6 +106,11 @@ def fmt_ratio(values: list[float]) -> str:
     return f"{mid:.2f} ({q[0]:.2f}-{q[2]:.2f})"
 
 
+def rho_text(rho: float | None) -> str:
+    """A rank correlation as printed: two decimals, or "-" where there was none."""
+    return "-" if rho is None else f"{rho:.2f}"
+
+
 def settings(command: str | None) -> tuple[int, str]:
     """A run's worker count and compile threads, from its recorded command."""
     command = command or ""
@@ -246,7 +251,7 @@ def main() -> int:
                 [p["new_host_launch_us"] for p in these],
                 [abs(math.log(p["new_speedup"] / p["old_speedup"])) for p in these],
             )
-            print(f"- {side}: {'-' if rho is None else f'{rho:.2f}'} ({len(these)} pairs)")
+            print(f"- {side}: {rho_text(rho)} ({len(these)} pairs)")
         print(
             '\nWhat a slow-host flag would read it against (docs/PERFORMANCE.md, "Read it '
             'during the timed calls"): its rank correlation, over the same new rows, with\n'
@@ -259,7 +264,7 @@ def main() -> int:
             rho = rank_correlation(
                 [p["new_host_launch_us"] for p in these], [p[against] for p in these]
             )
-            print(f"- {label}: {'-' if rho is None else f'{rho:.2f}'} ({len(these)} rows)")
+            print(f"- {label}: {rho_text(rho)} ({len(these)} rows)")
         mid = statistics.median(readings)
         print(
             f"\n{sum(r > 1.1 * mid for r in readings)} read over 1.1x their median, "
