@@ -21,8 +21,8 @@ test: lint
 # the zoo report and the re-measured pairs, regenerated from the shipped parquet.
 # The H200's reports and progress, and the H100's progress on the core set (its chunks
 # run when the device tool lends an H100: data/runs/README.md, "zoo-core-h100").
-H200 := --gpu 'NVIDIA H200'
-H100 := --gpu 'NVIDIA H100 80GB HBM3'
+H200 := --gpu H200
+H100 := --gpu H100
 
 shipped-docs:
 	python benchmarks/sweep_progress.py $(H200) --readme data/runs/README.md

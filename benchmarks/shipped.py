@@ -42,8 +42,9 @@ def parser(doc: str) -> argparse.ArgumentParser:
     made.add_argument(
         "--gpu",
         default=None,
-        help="count the CUDA rows of this GPU (its name as the environments record it); "
-        "default: the GPU with the most CUDA cell keys",
+        help="count the CUDA rows of this GPU: its name as the environments record it, or "
+        "a part of it that names one card only ('H200'); default: the GPU with the most "
+        "CUDA cell keys",
     )
     return made
 
@@ -52,6 +53,25 @@ def connect(args: argparse.Namespace) -> duckdb.DuckDBPyConnection:
     """The tables and views of ``args.runs_dir`` and ``args.db`` in one connection, their
     CUDA rows those of one GPU (``args.gpu``, else the one with the most)."""
     return connect_card(args)[0]
+
+
+def _card(asked: str, recorded: list[str | None]) -> str:
+    """The recorded GPU name that ``--gpu`` means: the name itself, or the one name that
+    contains it (case aside). Anything else exits with status 2, naming the cards."""
+    names = sorted({name for name in recorded if name is not None})
+    if asked in names:
+        return asked
+    matches = [name for name in names if asked.strip() and asked.strip().lower() in name.lower()]
+    if len(matches) == 1:
+        return matches[0]
+    listed = ", ".join(repr(name) for name in names) or "none (no CUDA rows)"
+    problem = "names more than one card" if matches else "names no card with CUDA rows"
+    print(
+        f"error: --gpu {asked!r} {problem}; the recorded cards are: {listed}. "
+        "Pass one of them, or a part of its name that no other card's contains.",
+        file=sys.stderr,
+    )
+    raise SystemExit(2)
 
 
 def connect_card(args: argparse.Namespace) -> tuple[duckdb.DuckDBPyConnection, Card]:
@@ -63,7 +83,9 @@ def connect_card(args: argparse.Namespace) -> tuple[duckdb.DuckDBPyConnection, C
         f"SELECT e.gpu, count(DISTINCT r.cell_key) FROM {_WITH_GPU} WHERE r.device = 'cuda' "
         "GROUP BY e.gpu ORDER BY count(DISTINCT r.cell_key) DESC, e.gpu"
     ).fetchall()
-    gpu = args.gpu if args.gpu is not None else (cards[0][0] if cards else None)
+    gpu = _card(args.gpu, [card for card, _ in cards]) if args.gpu is not None else None
+    if args.gpu is None and cards:
+        gpu = cards[0][0]
     others = sum(count for card, count in cards if card != gpu)
     if others:
         con.execute(

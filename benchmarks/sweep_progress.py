@@ -80,7 +80,10 @@ def main() -> int:
     with contextlib.redirect_stdout(tables):
         status = report(args)
     try:
-        updated = replace_block(text, heading(args.configs, args.gpu), tables.getvalue())
+        # The block's heading as the tables name it: with the card's full name, where
+        # --gpu gave a part of it.
+        start_line = tables.getvalue().partition(", selection ")[0]
+        updated = replace_block(text, start_line, tables.getvalue())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -149,7 +152,8 @@ def report(args) -> int:
         if wall_s is not None and wall_s > 0:
             walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
-    print(f"{heading(args.configs, args.gpu)}, selection {args.models}:\n")
+    named = card.gpu if args.gpu is not None else None
+    print(f"{heading(args.configs, named)}, selection {args.models}:\n")
     print(f"{card.line()}\n")
     print(
         "| config | suite | recorded / planned | "

@@ -401,6 +401,18 @@ def test_progress_counts_one_gpus_rows(tmp_path):
     shown, gpu = counts("--gpu", h100)
     assert (shown["pass"], shown["oom"]) == ("0", "1")
     assert gpu == f"GPU: {h100}; 2 cell keys of other GPUs left out."
+    # A part of one card's name picks that card, case aside.
+    assert counts("--gpu", "h100") == (shown, gpu)
+    # A name no card has, or one that two cards share, is bad input: status 2, and the
+    # message names the recorded cards.
+    empty = tmp_path / "no-runs"
+    for asked, problem in (("A100", "names no card"), ("NVIDIA", "names more than one card")):
+        args = ("--runs-dir", str(empty), "--db", str(db), "--models", "resnet50", "--gpu", asked)
+        done = _run("sweep_progress.py", *args)
+        assert done.returncode == 2, done.stderr
+        assert f"--gpu '{asked}' {problem}" in done.stderr
+        assert f"'{h100}', 'NVIDIA H200'." in done.stderr
+        assert done.stdout == ""
 
 
 def test_the_tuning_report_splits_max_autotune_cells_by_how_they_tuned(tmp_path):
