@@ -31,3 +31,4 @@ shipped-docs:
 	python benchmarks/zoo_report.py $(H200) > docs/zoo-h200.md
 	python benchmarks/remeasure_pairs.py $(H200) > docs/logs/remeasure_pairs_h200.md
 	python benchmarks/published_compare.py $(H200) > docs/timm-published.md
+	python benchmarks/card_pairs.py $(H100) --against H200 > docs/h100-vs-h200.md

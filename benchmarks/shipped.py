@@ -55,7 +55,7 @@ def connect(args: argparse.Namespace) -> duckdb.DuckDBPyConnection:
     return connect_card(args)[0]
 
 
-def _card(asked: str, recorded: list[str | None]) -> str:
+def card_name(asked: str, recorded: list[str | None]) -> str:
     """The recorded GPU name that ``--gpu`` means: the name itself, or the one name that
     contains it (case aside). Anything else exits with status 2, naming the cards."""
     names = sorted({name for name in recorded if name is not None})
@@ -83,7 +83,7 @@ def connect_card(args: argparse.Namespace) -> tuple[duckdb.DuckDBPyConnection, C
         f"SELECT e.gpu, count(DISTINCT r.cell_key) FROM {_WITH_GPU} WHERE r.device = 'cuda' "
         "GROUP BY e.gpu ORDER BY count(DISTINCT r.cell_key) DESC, e.gpu"
     ).fetchall()
-    gpu = _card(args.gpu, [card for card, _ in cards]) if args.gpu is not None else None
+    gpu = card_name(args.gpu, [card for card, _ in cards]) if args.gpu is not None else None
     if args.gpu is None and cards:
         gpu = cards[0][0]
     others = sum(count for card, count in cards if card != gpu)

@@ -908,3 +908,79 @@ def test_published_figures_are_timm_s_alone_by_image_size():
     assert differ == "1.21x at 600 px (eager at batch 256, compiled at 96)"
     assert published.for_model("hf/BertModel") == []
     assert published.for_model("timm/no_such_model") == []
+
+
+def test_card_pairs_sets_one_cards_cells_beside_anothers(tmp_path):
+    """benchmarks/card_pairs.py: the headline cells both cards recorded, matched across
+    environments (a timm cell has no sequence length), statuses that differ listed,
+    speedup ratios grouped by how the rows were timed, and the pairs timed alike whose
+    host took far longer around the same kernels on one card."""
+    from tests.dashboard_data import ENV
+
+    db = tmp_path / "zoo.duckdb"
+    store = Store.open(db)
+    h100 = "NVIDIA H100 80GB HBM3"
+    store.record_environment(dict(ENV, env_id="env-h200"))
+    store.record_environment(dict(ENV, env_id="env-h100", gpu=h100))
+    per_call, one_region = "autocast bf16 per call", "autocast bf16"
+    # model: (H100 status, H200 status, H200 timing, H100 wall ms, H200 wall ms); every
+    # side's kernels take 10 ms on the H100 and 9 on the H200, compiled 5 and 4.5.
+    cells = {
+        "timm/resnet50": ("pass", "pass", per_call, (12, 6), (11, 5.4)),
+        "timm/resnet18": ("pass", "pass", per_call, (12, 6), (36, 10.8)),
+        "timm/vgg11": ("pass", "pass", one_region, (12, 6), (9.9, 6)),
+        "timm/dla34": ("pass", "eager_error", per_call, (12, 6), (None, None)),
+        "timm/only_h100": ("pass", None, per_call, (12, 6), (None, None)),
+    }
+    for model, (a_status, b_status, b_timing, a_ms, b_ms) in cells.items():
+        for env_id, status, timing, (eager, compiled), kernels in (
+            ("env-h100", a_status, per_call, a_ms, (10, 5)),
+            ("env-h200", b_status, b_timing, b_ms, (9, 4.5)),
+        ):
+            if status is None:
+                continue
+            run = RunRecord(command="zoo-run", env_id=env_id, label="zoo-headline")
+            store.start_run(run)
+            measured = {}
+            if status == "pass":
+                measured = dict(
+                    eager_ms=eager,
+                    compiled_ms=compiled,
+                    speedup=eager / compiled,
+                    eager_gpu_ms=kernels[0],
+                    compiled_gpu_ms=kernels[1],
+                    gpu_speedup=kernels[0] / kernels[1],
+                )
+            row = make_result(
+                f"{model}-{env_id}",
+                status,
+                **{**_headline_axes(), "model_id": model, "env_id": env_id, "batch_size": 64},
+                precision_treatment=timing,
+                **measured,
+            )
+            store.write_results(run.run_id, [row])
+            store.finish_run(run.run_id, "finished", 1)
+    empty = tmp_path / "no-runs"
+    empty.mkdir()
+    args = ("--runs-dir", str(empty), "--db", str(db), "--gpu", "H100", "--against", "H200")
+    out = _script("card_pairs.py", *args)
+    assert f"# {h100} beside NVIDIA H200" in out
+    assert "4 cells on both cards; their statuses agree in 3." in out
+    assert re.search(r"^\| timm/dla34 \| pass \| eager_error \| \d{4}-\d\d-\d\d \|", out, re.M)
+    # Kernel time: 10 / 9 on the eager side, 5 / 4.5 compiled, whichever way timed.
+    # vgg11: A 2.00x, B 1.65x (one region's eager read fast), the GPU-time speedups equal.
+    assert "| both per call | 2 | " in out
+    assert "| B in one autocast region | 1 | 1.21 | - | 1.00 | - |" in out
+    per_call_row = next(line for line in out.splitlines() if line.startswith("| both per call"))
+    # resnet50: A 2.00x, B 2.04x; resnet18: A 2.00x, B 3.33x: their median, 0.79.
+    assert per_call_row.split(" | ")[2] == "0.79"
+    assert per_call_row.endswith("| 1.11 | 1.11 |")
+    # resnet18's H200 host took 36 / 9 = 4.0 of its kernels' time in eager against the
+    # H100's 1.2: listed; resnet50's (1.22 against 1.2) and vgg11 (timed otherwise) not.
+    assert "of those both timed per call: 1 of 2." in out
+    assert re.search(
+        r"^\| timm/resnet18 \| [0-9a-f]{8} \| 1\.20, 4\.00 \| 1\.20, 2\.40 \| 3\.33 \|", out, re.M
+    )
+    # The same card twice is bad input.
+    done = _run("card_pairs.py", *args[:4], "--gpu", "H200", "--against", "NVIDIA H200")
+    assert done.returncode == 2 and "name two cards" in done.stderr
