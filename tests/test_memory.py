@@ -181,6 +181,15 @@ def test_memory_bound_runs_say_so():
     assert "more --workers may go faster" in usage.bound()
     usage.memory_waits = 3
     assert usage.bound().startswith("memory-bound: 3 cell(s) waited")
+    assert "also waited" not in usage.bound()
+    # Workers that queued on the lock as well: the run says both.
+    usage.lock_held_s = {"GPU-4b184857-6a6b": {"timing": 20.0, "tuning": 10.0}}
+    usage.lock_wait = 0.3
+    assert usage.bound() == (
+        "memory-bound: 3 cell(s) waited for room in a GPU's memory; the workers also "
+        "waited 30% of their time for the lock of GPU-4b184857; more workers would not help"
+    )
+    usage.lock_held_s, usage.lock_wait = {}, None
     assert "backfilled" not in usage.line()
     usage.backfilled = 2
     assert "2 cell(s) backfilled beside one waiting for memory" in usage.line()

@@ -173,13 +173,22 @@ class Usage:
         for one worker or no more cells than workers (nothing ran beside anything)."""
         if self.workers <= 1 or self.cells <= self.workers:
             return ""
-        if self.memory_waits and self.memory_waits >= MEMORY_WAITED * self.cells:
-            return (
-                f"memory-bound: {self.memory_waits} cell(s) waited for room in a GPU's "
-                "memory; more workers would not help"
-            )
         busiest = max(self.lock_held_s, key=self.lock_busy, default=None)
         waited = (self.lock_wait or 0.0) >= WAITED
+        if self.memory_waits and self.memory_waits >= MEMORY_WAITED * self.cells:
+            # Cells held back for memory and workers queued on the lock can both be so
+            # (an 80 GiB card's chunk of large models): fitting more cells in would only
+            # queue them for the lock, so the run says both.
+            also = (
+                f"; the workers also waited {self.lock_wait:.0%} of their time for the lock "
+                f"of {_short(busiest)}"
+                if waited and busiest is not None
+                else ""
+            )
+            return (
+                f"memory-bound: {self.memory_waits} cell(s) waited for room in a GPU's "
+                f"memory{also}; more workers would not help"
+            )
         if busiest is not None and (self.lock_busy(busiest) >= SATURATED or waited):
             kinds = self.lock_held_s[busiest]
             kind = max(kinds, key=kinds.get)
