@@ -18,7 +18,6 @@ database where given); it measures nothing.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import shipped  # noqa: E402
-from benchmarks.remeasure_pairs import rho_text  # noqa: E402
+from benchmarks.remeasure_pairs import fmt_ratio, rho_text  # noqa: E402
 from dashboard.data import load  # noqa: E402
 from runner.matrix.cells import KEY_FIELDS  # noqa: E402
 from runner.report import rank_correlation  # noqa: E402
@@ -60,13 +59,7 @@ MEASURES = (
 
 def quantiles(values: list[float]) -> str:
     """The median, with the 10th and 90th percentiles where there are ten or more."""
-    if not values:
-        return "-"
-    mid = statistics.median(values)
-    if len(values) < 10:
-        return f"{mid:.2f}"
-    cuts = statistics.quantiles(values, n=10, method="inclusive")
-    return f"{mid:.2f} ({cuts[0]:.2f}-{cuts[-1]:.2f})"
+    return fmt_ratio(values, parts=10)
 
 
 def rho(xs: list[float], ys: list[float]) -> str:

@@ -96,14 +96,17 @@ def ratios(pairs: list[dict], measure: str) -> list[float]:
     ]
 
 
-def fmt_ratio(values: list[float]) -> str:
+def fmt_ratio(values: list[float], parts: int = 4) -> str:
+    """The median, with the lowest and highest of the ``parts``-quantile cuts (by default
+    the quartiles; 10: the 10th and 90th percentiles) where there are ``parts`` values or
+    more."""
     if not values:
         return "-"
     mid = statistics.median(values)
-    if len(values) < 4:
+    if len(values) < parts:
         return f"{mid:.2f}"
-    q = statistics.quantiles(values, n=4, method="inclusive")
-    return f"{mid:.2f} ({q[0]:.2f}-{q[2]:.2f})"
+    cuts = statistics.quantiles(values, n=parts, method="inclusive")
+    return f"{mid:.2f} ({cuts[0]:.2f}-{cuts[-1]:.2f})"
 
 
 def rho_text(rho: float | None) -> str:

@@ -83,9 +83,10 @@ def connect_card(args: argparse.Namespace) -> tuple[duckdb.DuckDBPyConnection, C
         f"SELECT e.gpu, count(DISTINCT r.cell_key) FROM {_WITH_GPU} WHERE r.device = 'cuda' "
         "GROUP BY e.gpu ORDER BY count(DISTINCT r.cell_key) DESC, e.gpu"
     ).fetchall()
-    gpu = card_name(args.gpu, [card for card, _ in cards]) if args.gpu is not None else None
-    if args.gpu is None and cards:
-        gpu = cards[0][0]
+    if args.gpu is not None:
+        gpu = card_name(args.gpu, [card for card, _ in cards])
+    else:
+        gpu = cards[0][0] if cards else None
     others = sum(count for card, count in cards if card != gpu)
     if others:
         con.execute(

@@ -70,7 +70,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.readme is None:
-        return report(args)
+        report(args)
+        return 0
     try:
         text = args.readme.read_text()
     except OSError as exc:
@@ -78,18 +79,15 @@ def main() -> int:
         return 2
     tables = io.StringIO()
     with contextlib.redirect_stdout(tables):
-        status = report(args)
+        start_line = report(args)
     try:
-        # The block's heading as the tables name it: with the card's full name, where
-        # --gpu gave a part of it.
-        start_line = tables.getvalue().partition(", selection ")[0]
         updated = replace_block(text, start_line, tables.getvalue())
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     args.readme.write_text(updated)
     print(f"updated the {args.configs} tables in {args.readme}")
-    return status
+    return 0
 
 
 def heading(configs: str, gpu: str | None) -> str:
@@ -121,8 +119,9 @@ def replace_block(text: str, start_line: str, tables: str) -> str:
     return "".join(lines[:start]) + block + "".join(lines[end + 1 :])
 
 
-def report(args) -> int:
-    """Print the progress tables of ``args``' selection and configs."""
+def report(args) -> str:
+    """Print the progress tables of ``args``' selection and configs; return their block's
+    heading (``heading``), with the card's full name where --gpu gave a part of it."""
     specs = select([args.models])
     planned = Counter(spec.suite for spec in specs)
     suite_of = {spec.id: spec.suite for spec in specs}
@@ -152,8 +151,8 @@ def report(args) -> int:
         if wall_s is not None and wall_s > 0:
             walls[column].append((wall_s, _alone_s(alone_s, pair_ms), alone_s is not None))
     sets = columns.columns(args.configs)
-    named = card.gpu if args.gpu is not None else None
-    print(f"{heading(args.configs, named)}, selection {args.models}:\n")
+    start_line = heading(args.configs, card.gpu if args.gpu is not None else None)
+    print(f"{start_line}, selection {args.models}:\n")
     print(f"{card.line()}\n")
     print(
         "| config | suite | recorded / planned | "
@@ -188,7 +187,7 @@ def report(args) -> int:
         _print_hindcast(con, source, parallel)
     else:
         print(f"\nNo finished {args.label} chunk with cells to check the rule on.")
-    return 0
+    return start_line
 
 
 def _timed_s(pair_ms: float | None) -> float:
